@@ -1,0 +1,228 @@
+//! CSV with the ledger's columns, English or Japanese headers.
+//!
+//! Columns, in the order a person sees them: `id, status, run, title, body, source, evidence,
+//! due, assignee, type, priority, not_before, action, result, run_at, correction, deps, tags,
+//! project, failures, refresh`. Japanese headers (`タスクID, 状態, ▶AI実行, タスク, 内容, 発生源,
+//! 根拠, 期限, 担当, 分類, 優先度, 開始, AI機能, 実行結果, 実行日時, 修正指示, 依存, タグ, 案件,
+//! 失敗回数, 集約`) are accepted too. Only `title` is required; columns may come in any order.
+//! A row with neither id nor title is a blank line and is ignored (M9).
+
+use crate::error::InputError;
+use crate::format::{ItemDefaults, finish_item, parse_bool, parse_date, parse_timestamp, split_refs};
+use crate::item::Item;
+use crate::task::{Status, Tags, Task};
+
+/// The columns, in order, with their English and Japanese headers.
+pub const COLUMNS: [(&str, &str); 21] = [
+    ("id", "タスクID"),
+    ("status", "状態"),
+    ("run", "▶AI実行"),
+    ("title", "タスク"),
+    ("body", "内容"),
+    ("source", "発生源"),
+    ("evidence", "根拠"),
+    ("due", "期限"),
+    ("assignee", "担当"),
+    ("type", "分類"),
+    ("priority", "優先度"),
+    ("not_before", "開始"),
+    ("action", "AI機能"),
+    ("result", "実行結果"),
+    ("run_at", "実行日時"),
+    ("correction", "修正指示"),
+    ("deps", "依存"),
+    ("tags", "タグ"),
+    ("project", "案件"),
+    ("failures", "失敗回数"),
+    ("refresh", "集約"),
+];
+
+/// Other spellings a header may use.
+const ALIASES: [(&str, &str); 6] = [
+    ("AI実行", "run"),
+    ("▶", "run"),
+    ("PJ", "project"),
+    ("ID", "id"),
+    ("開始日時", "not_before"),
+    ("AI実行済", "status"),
+];
+
+fn column_of(header: &str) -> Option<&'static str> {
+    let header = header.trim().trim_start_matches('\u{feff}');
+    COLUMNS
+        .iter()
+        .find(|(en, ja)| en.eq_ignore_ascii_case(header) || *ja == header)
+        .map(|(en, _)| *en)
+        .or_else(|| ALIASES.iter().find(|(alias, _)| alias.eq_ignore_ascii_case(header)).map(|(_, en)| *en))
+}
+
+/// Parses CSV with a header row.
+///
+/// # Errors
+///
+/// An [`InputError`] for an unknown or duplicated column, a missing `title` column, a row with
+/// the wrong number of fields, or a bad value, at the line where it stands.
+pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut reader = ::csv::ReaderBuilder::new().has_headers(true).flexible(false).from_reader(text.as_bytes());
+    let csv_error = |e: ::csv::Error| {
+        let line = e.position().map(|p| p.line() as usize).unwrap_or(1);
+        let reason = match e.kind() {
+            ::csv::ErrorKind::UnequalLengths { expected_len, len, .. } => {
+                format!("row has {len} fields but the header has {expected_len}")
+            }
+            _ => format!("invalid CSV: {e}"),
+        };
+        InputError::new(file, Some(line), reason)
+    };
+    let headers = reader.headers().map_err(csv_error)?.clone();
+    let mut columns: Vec<&'static str> = Vec::with_capacity(headers.len());
+    for header in &headers {
+        let column = column_of(header).ok_or_else(|| {
+            InputError::new(file, Some(1), format!("unknown column '{header}'"))
+        })?;
+        if columns.contains(&column) {
+            return Err(InputError::new(file, Some(1), format!("column '{column}' appears twice")));
+        }
+        columns.push(column);
+    }
+    if !columns.contains(&"title") {
+        return Err(InputError::new(file, Some(1), "missing column 'title' (タスク)"));
+    }
+    let mut items = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(csv_error)?;
+        let line = record.position().map(|p| p.line() as usize).unwrap_or(0);
+        let mut item = Item { line: Some(line), ..Item::default() };
+        for (column, value) in columns.iter().zip(record.iter()) {
+            set_column(&mut item, column, value).map_err(|reason| {
+                InputError::new(file, Some(line), format!("column '{column}': {reason}"))
+            })?;
+        }
+        if item.is_blank() {
+            continue;
+        }
+        if item.title.trim().is_empty() {
+            return Err(InputError::new(file, Some(line), "empty title"));
+        }
+        items.push(finish_item(item, defaults, file)?);
+    }
+    Ok(items)
+}
+
+fn set_column(item: &mut Item, column: &str, value: &str) -> Result<(), String> {
+    let trimmed = value.trim();
+    match column {
+        "id" => item.ref_id = (!trimmed.is_empty()).then(|| trimmed.to_owned()),
+        "status" if !trimmed.is_empty() => {
+            item.status = Some(Status::parse(trimmed).ok_or_else(|| format!("'{trimmed}' is not a status"))?);
+        }
+        "run" => item.run = parse_bool(trimmed)?,
+        "title" => item.title = value.to_owned(),
+        "body" => item.body = value.to_owned(),
+        "source" => item.source = value.to_owned(),
+        "evidence" => item.evidence = value.to_owned(),
+        "due" if !trimmed.is_empty() => item.due = Some(parse_date(trimmed)?),
+        "assignee" => item.assignee = value.to_owned(),
+        "type" => item.work_type = value.to_owned(),
+        "priority" if !trimmed.is_empty() => {
+            item.priority = trimmed.parse().map_err(|_| format!("'{trimmed}' is not an integer"))?;
+        }
+        "not_before" if !trimmed.is_empty() => item.not_before = Some(parse_timestamp(trimmed)?),
+        "action" => item.action = value.to_owned(),
+        "result" => item.result = value.to_owned(),
+        "run_at" if !trimmed.is_empty() => item.run_at = Some(parse_timestamp(trimmed)?),
+        "correction" => item.correction = value.to_owned(),
+        "deps" => item.deps = split_refs(trimmed),
+        "tags" => item.tags = Tags::parse_list(trimmed),
+        "project" => item.project = value.to_owned(),
+        "failures" if !trimmed.is_empty() => {
+            item.failures = trimmed.parse().map_err(|_| format!("'{trimmed}' is not a count"))?;
+        }
+        "refresh" => item.refresh = parse_bool(trimmed)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Renders tasks as CSV with every column; Japanese headers and status names when `ja`.
+pub fn render(tasks: &[Task], ja: bool) -> String {
+    let mut writer = ::csv::WriterBuilder::new().from_writer(Vec::new());
+    let header: Vec<&str> = COLUMNS.iter().map(|(en, jp)| if ja { *jp } else { *en }).collect();
+    writer.write_record(&header).expect("writing to memory");
+    for t in tasks {
+        let deps: Vec<String> = t.deps.iter().map(ToString::to_string).collect();
+        let row = [
+            t.id.to_string(),
+            t.status.label(ja).to_owned(),
+            t.run.to_string(),
+            t.title.clone(),
+            t.body.clone(),
+            t.source.clone(),
+            t.evidence.clone(),
+            t.due.map(|d| d.to_string()).unwrap_or_default(),
+            t.assignee.clone(),
+            t.work_type.clone(),
+            t.priority.to_string(),
+            t.not_before.map(|x| x.to_string()).unwrap_or_default(),
+            t.action.clone(),
+            t.result.clone(),
+            t.run_at.map(|x| x.to_string()).unwrap_or_default(),
+            t.correction.clone(),
+            deps.join(","),
+            t.tags.to_list(),
+            t.project.clone(),
+            t.failures.to_string(),
+            t.refresh.to_string(),
+        ];
+        writer.write_record(&row).expect("writing to memory");
+    }
+    String::from_utf8(writer.into_inner().expect("writing to memory")).expect("CSV of UTF-8 fields")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults() -> ItemDefaults {
+        ItemDefaults { source: "sheet".into(), project: "PJ".into() }
+    }
+
+    #[test]
+    fn x1_japanese_headers_are_read() {
+        let text = "\u{feff}タスクID,状態,▶AI実行,タスク,依存,タグ\nT-0001,完了,FALSE,土台,,ai\nT-0002,未着手,TRUE,パーサー,T-0001,\n";
+        let items = parse(text, "s.csv", &defaults()).unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0].status, Some(Status::Done));
+        assert!(items[1].run);
+        assert_eq!(items[1].deps, ["T-0001"]);
+        assert_eq!((items[1].source.as_str(), items[1].project.as_str()), ("sheet", "PJ"));
+        assert_eq!(items[1].line, Some(3));
+    }
+
+    #[test]
+    fn m9_rows_without_id_and_title_are_blank_lines() {
+        // A checkbox written into an empty row must not become a task (seeds/000 §10).
+        let text = "id,run,title\n,FALSE,\n,,\nT-1,false,real\n";
+        let items = parse(text, "s.csv", &defaults()).unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].title, "real");
+    }
+
+    #[test]
+    fn x4_bad_csv_names_line_and_reason() {
+        let cases = [
+            ("id,status\nT-1,pending\n", 1, "missing column 'title'"),
+            ("id,title,colour\n", 1, "unknown column 'colour'"),
+            ("id,title\nT-1,a\nT-2,b,extra\n", 3, "row has 3 fields but the header has 2"),
+            ("title,status\na,pending\nb,finished\n", 3, "not a status"),
+            ("title,due\na,next week\n", 2, "not a date"),
+            ("title,title\n", 1, "appears twice"),
+        ];
+        for (text, line, reason) in cases {
+            let err = parse(text, "in.csv", &defaults()).unwrap_err();
+            assert!(err.reason.contains(reason), "{text:?}: {err}");
+            assert_eq!(err.line, Some(line), "{text:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! JSON: the tasks.json document of `seeds/002…`, a plain item array, or a single item.
+//!
+//! ```json
+//! {"goal": "ship the parser feature", "tasks": [
+//!   {"id": "t1", "title": "module skeleton", "deps": [], "status": "done"},
+//!   {"id": "t2", "title": "parser", "deps": ["t1"], "status": "pending"}]}
+//! ```
+//!
+//! Ids such as `t1` are local to the document: they name items for `deps` and the ledger gives
+//! the rows its own `T-` ids. Item fields use the ledger's English names; unknown fields are
+//! refused so that a misspelt field is not silently lost.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::error::InputError;
+use crate::format::{ItemDefaults, finish_item, parse_date, parse_timestamp};
+use crate::item::Item;
+use crate::task::{Status, Tags, Task};
+
+/// An item on the wire; every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireItem {
+    #[serde(default)]
+    id: Option<IdValue>,
+    #[serde(default)]
+    project: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    run: Option<bool>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    evidence: Option<String>,
+    #[serde(default)]
+    due: Option<String>,
+    #[serde(default)]
+    assignee: Option<String>,
+    #[serde(default, rename = "type")]
+    work_type: Option<String>,
+    #[serde(default)]
+    priority: Option<i64>,
+    #[serde(default)]
+    not_before: Option<String>,
+    #[serde(default)]
+    action: Option<String>,
+    #[serde(default)]
+    result: Option<String>,
+    #[serde(default)]
+    run_at: Option<String>,
+    #[serde(default)]
+    correction: Option<String>,
+    #[serde(default)]
+    deps: Option<StringOrList>,
+    #[serde(default)]
+    tags: Option<StringOrList>,
+    #[serde(default)]
+    failures: Option<u32>,
+    #[serde(default)]
+    refresh: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum IdValue {
+    Text(String),
+    Number(u64),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum StringOrList {
+    One(String),
+    Many(Vec<IdValue>),
+}
+
+impl StringOrList {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            StringOrList::One(text) => crate::format::split_refs(&text),
+            StringOrList::Many(list) => list.into_iter().map(IdValue::into_string).collect(),
+        }
+    }
+}
+
+impl IdValue {
+    fn into_string(self) -> String {
+        match self {
+            IdValue::Text(text) => text,
+            IdValue::Number(n) => n.to_string(),
+        }
+    }
+}
+
+/// The keys a tasks.json document may have besides `tasks`.
+const DOCUMENT_KEYS: [&str; 5] = ["goal", "project", "source", "tasks", "version"];
+
+/// Parses a tasks.json document (`{"goal", "tasks": […]}`), an item array, or one item object.
+/// A document's `project` and `source` are defaults for its items.
+///
+/// # Errors
+///
+/// An [`InputError`] at the line of the syntax error, or of the item with a bad field.
+pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
+    let syntax = |e: serde_json::Error| InputError::new(file, Some(e.line().max(1)), format!("invalid JSON: {e}"));
+    let trimmed = text.trim_start().trim_start_matches('\u{feff}');
+    let mut defaults = defaults.clone();
+    let raw_items: Vec<&RawValue> = if trimmed.starts_with('[') {
+        serde_json::from_str(trimmed).map_err(syntax)?
+    } else if trimmed.starts_with('{') {
+        let object: std::collections::BTreeMap<String, &RawValue> =
+            serde_json::from_str(trimmed).map_err(syntax)?;
+        if let Some(tasks) = object.get("tasks") {
+            if let Some(key) = object.keys().find(|k| !DOCUMENT_KEYS.contains(&k.as_str())) {
+                return Err(InputError::new(
+                    file,
+                    Some(line_of(text, object[key].get())),
+                    format!("unknown key '{key}' in a tasks document (known: {})", DOCUMENT_KEYS.join(", ")),
+                ));
+            }
+            for (key, slot) in [("project", &mut defaults.project), ("source", &mut defaults.source)] {
+                if let Some(raw) = object.get(key) {
+                    *slot = serde_json::from_str::<String>(raw.get()).map_err(|e| {
+                        InputError::new(file, Some(line_of(text, raw.get())), format!("'{key}': {e}"))
+                    })?;
+                }
+            }
+            serde_json::from_str(tasks.get()).map_err(|e| {
+                InputError::new(file, Some(line_of(text, tasks.get())), format!("'tasks' must be an array: {e}"))
+            })?
+        } else {
+            vec![serde_json::from_str(trimmed).map_err(syntax)?]
+        }
+    } else if trimmed.is_empty() {
+        return Err(InputError::new(file, Some(1), "empty input: expected a JSON array or object"));
+    } else {
+        return Err(InputError::new(file, Some(1), "expected a JSON array of tasks or a tasks document"));
+    };
+    let mut items = Vec::with_capacity(raw_items.len());
+    for raw in raw_items {
+        let line = line_of(text, raw.get());
+        let wire: WireItem = serde_json::from_str(raw.get()).map_err(|e| {
+            InputError::new(file, Some(line + e.line().saturating_sub(1)), format!("bad task: {e}"))
+        })?;
+        let item = to_item(wire, line).map_err(|reason| InputError::new(file, Some(line), reason))?;
+        items.push(finish_item(item, &defaults, file)?);
+    }
+    Ok(items)
+}
+
+/// Parses JSON Lines: one item object per line, blank lines ignored.
+///
+/// # Errors
+///
+/// An [`InputError`] at the line with bad JSON or a bad field.
+pub fn parse_lines(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
+    let mut items = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let wire: WireItem = serde_json::from_str(line)
+            .map_err(|e| InputError::new(file, Some(index + 1), format!("bad task: {e}")))?;
+        let item = to_item(wire, index + 1).map_err(|r| InputError::new(file, Some(index + 1), r))?;
+        items.push(finish_item(item, defaults, file)?);
+    }
+    Ok(items)
+}
+
+/// The 1-based line at which `part` (a slice of `text`) starts.
+fn line_of(text: &str, part: &str) -> usize {
+    let offset = (part.as_ptr() as usize).saturating_sub(text.as_ptr() as usize).min(text.len());
+    text.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+fn to_item(wire: WireItem, line: usize) -> Result<Item, String> {
+    let status = match wire.status.as_deref() {
+        Some(text) => Some(Status::parse(text).ok_or_else(|| format!("'{text}' is not a status"))?),
+        None => None,
+    };
+    let tags = wire
+        .tags
+        .map(|t| t.into_vec().iter().map(String::as_str).collect::<Tags>())
+        .unwrap_or_default();
+    Ok(Item {
+        ref_id: wire.id.map(IdValue::into_string),
+        line: Some(line),
+        project: wire.project.unwrap_or_default(),
+        status,
+        run: wire.run.unwrap_or(false),
+        title: wire.title.unwrap_or_default(),
+        body: wire.body.unwrap_or_default(),
+        source: wire.source.unwrap_or_default(),
+        evidence: wire.evidence.unwrap_or_default(),
+        due: wire.due.as_deref().filter(|d| !d.is_empty()).map(parse_date).transpose()?,
+        assignee: wire.assignee.unwrap_or_default(),
+        work_type: wire.work_type.unwrap_or_default(),
+        priority: wire.priority.unwrap_or(0),
+        not_before: wire.not_before.as_deref().filter(|d| !d.is_empty()).map(parse_timestamp).transpose()?,
+        action: wire.action.unwrap_or_default(),
+        result: wire.result.unwrap_or_default(),
+        run_at: wire.run_at.as_deref().filter(|d| !d.is_empty()).map(parse_timestamp).transpose()?,
+        correction: wire.correction.unwrap_or_default(),
+        deps: wire.deps.map(StringOrList::into_vec).unwrap_or_default(),
+        tags,
+        failures: wire.failures.unwrap_or(0),
+        refresh: wire.refresh.unwrap_or(false),
+    })
+}
+
+/// A task in the export document: the visible fields plus `failures` and `refresh`.
+#[derive(Debug, Serialize)]
+struct ExportTask<'a> {
+    id: String,
+    project: &'a str,
+    status: &'a str,
+    run: bool,
+    title: &'a str,
+    body: &'a str,
+    source: &'a str,
+    evidence: &'a str,
+    due: Option<String>,
+    assignee: &'a str,
+    #[serde(rename = "type")]
+    work_type: &'a str,
+    priority: i64,
+    not_before: Option<String>,
+    action: &'a str,
+    result: &'a str,
+    run_at: Option<String>,
+    correction: &'a str,
+    deps: Vec<String>,
+    tags: Vec<&'a str>,
+    failures: u32,
+    refresh: bool,
+}
+
+/// Renders tasks as a tasks document (`{"tasks": […]}`), pretty-printed, that [`parse`] reads
+/// back to the same rows.
+pub fn render(tasks: &[Task]) -> String {
+    #[derive(Serialize)]
+    struct Document<'a> {
+        tasks: Vec<ExportTask<'a>>,
+    }
+    let document = Document {
+        tasks: tasks
+            .iter()
+            .map(|t| ExportTask {
+                id: t.id.to_string(),
+                project: &t.project,
+                status: t.status.as_str(),
+                run: t.run,
+                title: &t.title,
+                body: &t.body,
+                source: &t.source,
+                evidence: &t.evidence,
+                due: t.due.map(|d| d.to_string()),
+                assignee: &t.assignee,
+                work_type: &t.work_type,
+                priority: t.priority,
+                not_before: t.not_before.map(|x| x.to_string()),
+                action: &t.action,
+                result: &t.result,
+                run_at: t.run_at.map(|x| x.to_string()),
+                correction: &t.correction,
+                deps: t.deps.iter().map(ToString::to_string).collect(),
+                tags: t.tags.iter().collect(),
+                failures: t.failures,
+                refresh: t.refresh,
+            })
+            .collect(),
+    };
+    let mut text = serde_json::to_string_pretty(&document).expect("tasks serialize to JSON");
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults() -> ItemDefaults {
+        ItemDefaults { source: "tasks.json".into(), project: String::new() }
+    }
+
+    #[test]
+    fn x1_the_seed_002_tasks_json_shape_parses() {
+        let text = r#"{
+  "goal": "パーサー機能を出荷する",
+  "tasks": [
+    {"id": "t1", "title": "モジュールの土台作成", "deps": [], "status": "done"},
+    {"id": "t2", "title": "パーサー実装", "deps": ["t1"], "status": "pending"},
+    {"id": "t3", "title": "テスト作成", "deps": ["t1"], "status": "pending"},
+    {"id": "t4", "title": "テストスイート実行", "deps": ["t2", "t3"], "status": "pending"},
+    {"id": "t5", "title": "リリースノート", "deps": ["t4"], "status": "pending"}
+  ]
+}"#;
+        let items = parse(text, "tasks.json", &defaults()).unwrap();
+        assert_eq!(items.len(), 5);
+        assert_eq!(items[0].status, Some(Status::Done));
+        assert_eq!(items[3].deps, ["t2", "t3"]);
+        assert_eq!(items[3].line, Some(7));
+        assert_eq!(items[0].source, "tasks.json");
+    }
+
+    #[test]
+    fn x1_a_plain_item_array_and_a_single_object_parse() {
+        let items = parse(r#"[{"title": "a", "tags": "ai, heavy"}, {"title": "b", "status": "要確認"}]"#, "p", &defaults()).unwrap();
+        assert_eq!(items[0].tags.to_list(), "ai,heavy");
+        assert_eq!(items[1].status, Some(Status::Review));
+        let one = parse(r#"{"title": "only", "project": "P"}"#, "p", &defaults()).unwrap();
+        assert_eq!((one.len(), one[0].project.as_str()), (1, "P"));
+    }
+
+    #[test]
+    fn x4_bad_json_names_line_and_reason() {
+        let cases = [
+            ("[\n{\"title\": \"a\"},\n{\"title\": }\n]", 3, "invalid JSON"),
+            ("[\n{\"title\": \"a\"},\n{\"title\": \"b\", \"colour\": \"red\"}\n]", 3, "unknown field `colour`"),
+            ("[\n\n{\"title\": \"a\", \"status\": \"finished\"}]", 3, "not a status"),
+            ("{\"tasks\": [], \"owner\": 1}", 1, "unknown key 'owner'"),
+            ("", 1, "empty input"),
+        ];
+        for (text, line, reason) in cases {
+            let err = parse(text, "in.json", &defaults()).unwrap_err();
+            assert!(err.reason.contains(reason), "{text:?}: {err}");
+            assert_eq!(err.line, Some(line), "{text:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,448 @@
+//! The Markdown task-line format (X3), read and written, round-trip safe.
+//!
+//! ```text
+//! - [ ] [T-501] 下書き生成 | PJ:PJ-03 | 依存:T-500 | 分類:制作/記事 | 担当:qiita-writer | 🤖
+//! ```
+//!
+//! `- [x]` is done. A segment `key:value` sets a field (Japanese or English key); `🤖` or
+//! `【夜間AI可】` anywhere after the id is tag `ai`; `⚠️` followed within 25 characters by `対外`,
+//! `承認必須`, `不可逆`, `支出`, `本番` or `external` is tag `external`. Any other segment is a
+//! free tag. Lines that are not `- [ ]` / `- [x]` list items (headings, prose, links) are
+//! ignored. In values, `\|`, `\\` and `\n` stand for `|`, `\` and a line break.
+
+use crate::error::InputError;
+use crate::format::{ItemDefaults, finish_item, parse_bool, parse_date, parse_timestamp, split_refs};
+use crate::id::TaskId;
+use crate::item::Item;
+use crate::task::{Status, TAG_AI, TAG_EXTERNAL, Tags, Task};
+
+/// Words that, within 25 characters after ⚠️, make a task `external`.
+const EXTERNAL_WORDS: [&str; 6] = ["対外", "承認必須", "不可逆", "支出", "本番", "external"];
+
+/// Parses the task lines of a Markdown file.
+///
+/// # Errors
+///
+/// An [`InputError`] for a malformed checkbox, a malformed id, an empty title, an unknown field
+/// or a bad value, at the line where it stands.
+pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
+    let mut items = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
+        if let Some(item) =
+            parse_line(line, number).map_err(|reason| InputError::new(file, Some(number), reason))?
+        {
+            items.push(finish_item(item, defaults, file)?);
+        }
+    }
+    Ok(items)
+}
+
+/// Parses one line: `Ok(None)` when it is not a task line.
+fn parse_line(line: &str, number: usize) -> Result<Option<Item>, String> {
+    let trimmed = line.trim_start();
+    let Some(after_bullet) = trimmed.strip_prefix("- [").or_else(|| trimmed.strip_prefix("* [")) else {
+        return Ok(None);
+    };
+    let mut chars = after_bullet.chars();
+    let (mark, close) = (chars.next(), chars.next());
+    let rest = chars.as_str();
+    let done = match (mark, close) {
+        (Some(' '), Some(']')) => false,
+        (Some('x' | 'X'), Some(']')) => true,
+        (Some(other), Some(']')) if rest.is_empty() || rest.starts_with(' ') => {
+            return Err(format!("malformed checkbox '[{other}]' (expected '- [ ]' or '- [x]')"));
+        }
+        // A list item that starts with a link, such as `- [docs](…)`: not a task line.
+        _ => return Ok(None),
+    };
+    let mut rest = rest.trim_start();
+    let mut item = Item { line: Some(number), ..Item::default() };
+
+    if let Some(inner) = rest.strip_prefix('[') {
+        let end = inner.find(']').ok_or("malformed id: '[' without ']'")?;
+        let candidate = &inner[..end];
+        let after = &inner[end + 1..];
+        if !after.starts_with('(') {
+            if TaskId::parse(candidate).is_none() {
+                return Err(format!("malformed id '[{candidate}]' (expected the form [T-0001])"));
+            }
+            item.ref_id = Some(candidate.trim().to_owned());
+            rest = after;
+        }
+    }
+
+    // Markers are looked for anywhere after the id.
+    let mut tags = Tags::new();
+    if rest.contains('🤖') || rest.contains("【夜間AI可】") {
+        tags.insert(TAG_AI);
+    }
+    if has_external_marker(rest) {
+        tags.insert(TAG_EXTERNAL);
+    }
+
+    let segments = split_segments(rest);
+    let title = segments.first().map(|s| s.trim()).unwrap_or_default();
+    if title.is_empty() {
+        return Err("empty title: a task line needs text after the checkbox".to_owned());
+    }
+    item.title = unescape(title);
+    item.status = done.then_some(Status::Done);
+    for segment in segments.iter().skip(1) {
+        let segment = segment.trim();
+        if segment.is_empty() {
+            continue;
+        }
+        if let Some((key, value)) = split_key(segment) {
+            set_field(&mut item, &mut tags, key, &unescape(value.trim()))?;
+        } else if !is_marker_segment(segment) {
+            tags.insert(unescape(segment).trim_start_matches('#'));
+        }
+    }
+    for tag in item.tags.iter() {
+        tags.insert(tag);
+    }
+    item.tags = tags;
+    Ok(Some(item))
+}
+
+/// Whether the text has ⚠️ followed within 25 characters by one of the external words.
+fn has_external_marker(text: &str) -> bool {
+    text.match_indices('⚠').any(|(at, warn)| {
+        let after: String = text[at + warn.len()..]
+            .trim_start_matches('\u{FE0F}')
+            .chars()
+            .take(25)
+            .collect();
+        EXTERNAL_WORDS.iter().any(|w| after.contains(w))
+    })
+}
+
+/// A segment that only carries markers (🤖, 【夜間AI可】, ⚠️…): not a free tag.
+fn is_marker_segment(segment: &str) -> bool {
+    segment.contains('🤖') || segment.contains("【夜間AI可】") || segment.contains('⚠')
+}
+
+/// Splits on unescaped `|`, keeping escapes for [`unescape`].
+fn split_segments(text: &str) -> Vec<&str> {
+    let mut segments = Vec::new();
+    let mut start = 0;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '|' => {
+                segments.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    segments.push(&text[start..]);
+    segments
+}
+
+fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some(other @ ('|' | '\\')) => out.push(other),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '|' => out.push_str("\\|"),
+            '\n' => out.push_str("\\n"),
+            '\r' => {}
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// `key:value` (or `key：value`) when the key is one word; `None` for free text.
+fn split_key(segment: &str) -> Option<(&str, &str)> {
+    let at = segment.find([':', '：'])?;
+    let key = segment[..at].trim();
+    let sep = segment[at..].chars().next()?.len_utf8();
+    (!key.is_empty() && key.chars().count() <= 16 && !key.contains(char::is_whitespace))
+        .then(|| (key, &segment[at + sep..]))
+}
+
+/// The field a segment key names, in Japanese or English.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Project,
+    Deps,
+    Type,
+    Assignee,
+    Due,
+    Source,
+    Status,
+    Priority,
+    NotBefore,
+    Action,
+    Body,
+    Evidence,
+    Tags,
+    Result,
+    Correction,
+    RunAt,
+    Failures,
+    Refresh,
+    Run,
+}
+
+fn field_of(key: &str) -> Option<Field> {
+    let field = match key.to_lowercase().as_str() {
+        "pj" | "project" | "案件" => Field::Project,
+        "依存" | "deps" => Field::Deps,
+        "分類" | "type" => Field::Type,
+        "担当" | "assignee" => Field::Assignee,
+        "期限" | "due" => Field::Due,
+        "発生源" | "source" => Field::Source,
+        "状態" | "status" => Field::Status,
+        "優先度" | "priority" => Field::Priority,
+        "開始" | "not_before" => Field::NotBefore,
+        "ai機能" | "action" => Field::Action,
+        "内容" | "body" => Field::Body,
+        "根拠" | "evidence" => Field::Evidence,
+        "タグ" | "tags" => Field::Tags,
+        "実行結果" | "result" => Field::Result,
+        "修正指示" | "correction" => Field::Correction,
+        "実行日時" | "run_at" => Field::RunAt,
+        "失敗回数" | "failures" => Field::Failures,
+        "集約" | "refresh" => Field::Refresh,
+        "実行" | "run" => Field::Run,
+        _ => return None,
+    };
+    Some(field)
+}
+
+fn set_field(item: &mut Item, tags: &mut Tags, key: &str, value: &str) -> Result<(), String> {
+    let Some(field) = field_of(key) else {
+        // `https://…` and the like are free text, not a field.
+        if key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !value.starts_with("//") {
+            return Err(format!(
+                "unknown field '{key}' (known: PJ, 依存/deps, 分類/type, 担当/assignee, 期限/due, 発生源/source, 状態/status, …)"
+            ));
+        }
+        tags.insert(&format!("{key}:{value}"));
+        return Ok(());
+    };
+    match field {
+        Field::Project => item.project = value.to_owned(),
+        Field::Deps => item.deps = split_refs(value),
+        Field::Type => item.work_type = value.to_owned(),
+        Field::Assignee => item.assignee = value.to_owned(),
+        Field::Due => item.due = Some(parse_date(value)?),
+        Field::Source => item.source = value.to_owned(),
+        Field::Status => {
+            item.status = Some(Status::parse(value).ok_or_else(|| format!("'{value}' is not a status"))?);
+        }
+        Field::Priority => {
+            item.priority =
+                value.parse().map_err(|_| format!("priority '{value}' is not an integer"))?;
+        }
+        Field::NotBefore => item.not_before = Some(parse_timestamp(value)?),
+        Field::Action => item.action = value.to_owned(),
+        Field::Body => item.body = value.to_owned(),
+        Field::Evidence => item.evidence = value.to_owned(),
+        Field::Tags => {
+            for tag in Tags::parse_list(value).iter() {
+                tags.insert(tag);
+            }
+        }
+        Field::Result => item.result = value.to_owned(),
+        Field::Correction => item.correction = value.to_owned(),
+        Field::RunAt => item.run_at = Some(parse_timestamp(value)?),
+        Field::Failures => {
+            item.failures =
+                value.parse().map_err(|_| format!("failures '{value}' is not a count"))?;
+        }
+        Field::Refresh => item.refresh = parse_bool(value)?,
+        Field::Run => item.run = parse_bool(value)?,
+    }
+    Ok(())
+}
+
+/// Renders tasks as Markdown task lines, one per task, in the given order.
+pub fn render(tasks: &[Task]) -> String {
+    let mut out = String::new();
+    for task in tasks {
+        render_line(task, &mut out);
+        out.push('\n');
+    }
+    out
+}
+
+fn render_line(task: &Task, out: &mut String) {
+    use std::fmt::Write as _;
+    let done = task.status == Status::Done;
+    let _ = write!(out, "- [{}] [{}] {}", if done { 'x' } else { ' ' }, task.id, escape(&task.title));
+    let mut segment = |key: &str, value: &str| {
+        if !value.is_empty() {
+            let _ = write!(out, " | {key}:{}", escape(value));
+        }
+    };
+    segment("PJ", &task.project);
+    if !matches!(task.status, Status::Pending | Status::Done) {
+        segment("状態", task.status.as_str());
+    }
+    let deps: Vec<String> = task.deps.iter().map(ToString::to_string).collect();
+    segment("依存", &deps.join(","));
+    segment("分類", &task.work_type);
+    segment("担当", &task.assignee);
+    segment("期限", &task.due.map(|d| d.to_string()).unwrap_or_default());
+    segment("発生源", &task.source);
+    if task.priority != 0 {
+        segment("優先度", &task.priority.to_string());
+    }
+    segment("開始", &task.not_before.map(|t| t.to_string()).unwrap_or_default());
+    segment("AI機能", &task.action);
+    segment("内容", &task.body);
+    segment("根拠", &task.evidence);
+    segment("実行結果", &task.result);
+    segment("修正指示", &task.correction);
+    segment("実行日時", &task.run_at.map(|t| t.to_string()).unwrap_or_default());
+    if task.failures != 0 {
+        segment("失敗回数", &task.failures.to_string());
+    }
+    if task.refresh {
+        segment("集約", "true");
+    }
+    if task.run {
+        segment("実行", "true");
+    }
+    let free: Vec<&str> =
+        task.tags.iter().filter(|t| *t != TAG_AI && *t != TAG_EXTERNAL).collect();
+    segment("タグ", &free.join(","));
+    if task.tags.contains(TAG_AI) {
+        out.push_str(" | 🤖");
+    }
+    if task.tags.contains(TAG_EXTERNAL) {
+        out.push_str(" | ⚠️external");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ledger of seeds/004, verbatim.
+    const SEED_004: &str = "\
+- [ ] [T-500] 記事の調査      | PJ:PJ-03 | 分類:調査/記事 | 担当:qiita-writer | 🤖
+- [ ] [T-501] 下書き生成      | PJ:PJ-03 | 依存:T-500 | 分類:制作/記事 | 担当:qiita-writer | 🤖
+- [ ] [T-502] 品質ゲート      | PJ:PJ-03 | 依存:T-501 | 分類:制作/記事 | 担当:qiita-writer | 🤖
+- [ ] [T-503] 台帳へ記録      | PJ:PJ-03 | 依存:T-502 | 分類:台帳 | 担当:secretary | 🤖
+- [ ] [T-504] Qiitaへ投稿     | PJ:PJ-03 | 依存:T-503 | 分類:外部/投稿 | 担当:publisher | ⚠️対外公開
+";
+
+    fn defaults() -> ItemDefaults {
+        ItemDefaults { source: "tasks".into(), project: String::new() }
+    }
+
+    #[test]
+    fn x3_the_seed_004_ledger_parses_with_deps_and_tags() {
+        let items = parse(SEED_004, "tasks.md", &defaults()).unwrap();
+        assert_eq!(items.len(), 5);
+        let t501 = &items[1];
+        assert_eq!(t501.ref_id.as_deref(), Some("T-501"));
+        assert_eq!(t501.title, "下書き生成");
+        assert_eq!(t501.project, "PJ-03");
+        assert_eq!(t501.deps, ["T-500"]);
+        assert_eq!(t501.work_type, "制作/記事");
+        assert_eq!(t501.assignee, "qiita-writer");
+        assert_eq!(t501.source, "tasks");
+        assert_eq!(t501.line, Some(2));
+        for item in &items[..4] {
+            assert_eq!(item.tags.to_list(), "ai", "{}", item.title);
+        }
+        assert_eq!(items[4].tags.to_list(), "external");
+        assert_eq!(items[4].status, None);
+    }
+
+    #[test]
+    fn x3_markers_keys_and_checkboxes() {
+        let text = "# heading\nprose\n- [docs](http://example.test)\n\
+            - [x] [T-1] done thing | 【夜間AI可】\n\
+            * [ ] plain | ⚠️ needs 承認必須 first\n\
+            - [ ] far | ⚠️ a warning that goes on and on and on, 対外\n\
+            - [X] English keys | project:P | deps:T-1, T-2 | type:t | assignee:a | due:2026/12/01 | source:s | status:needs_human | priority:3\n";
+        let items = parse(text, "f.md", &defaults()).unwrap();
+        assert_eq!(items.len(), 4);
+        assert_eq!(items[0].status, Some(Status::Done));
+        assert!(items[0].tags.contains("ai"));
+        assert!(items[1].tags.contains("external"), "承認必須 within 25 characters");
+        assert!(!items[2].tags.contains("external"), "対外 is further than 25 characters away");
+        let english = &items[3];
+        assert_eq!(english.status, Some(Status::NeedsHuman), "状態 wins over the checkbox");
+        assert_eq!(english.deps, ["T-1", "T-2"]);
+        assert_eq!(english.due, Some(jiff::civil::date(2026, 12, 1)));
+        assert_eq!((english.source.as_str(), english.priority), ("s", 3));
+    }
+
+    #[test]
+    fn x4_malformed_lines_name_line_and_reason() {
+        let cases = [
+            ("ok\n- [?] what\n", 2, "malformed checkbox"),
+            ("- [ ] [T-x] bad id\n", 1, "malformed id"),
+            ("- [ ] \n", 1, "empty title"),
+            ("- [ ] a\n- [ ] b | 期限:tomorrow\n", 2, "not a date"),
+            ("- [ ] a | colour:red\n", 1, "unknown field 'colour'"),
+            ("- [ ] a | 状態:finished\n", 1, "not a status"),
+        ];
+        for (text, line, reason) in cases {
+            let err = parse(text, "tasks.md", &defaults()).unwrap_err();
+            assert_eq!(err.line, Some(line), "{text:?}: {err}");
+            assert!(err.reason.contains(reason), "{text:?}: {err}");
+            assert!(err.to_string().starts_with(&format!("tasks.md:{line}: ")));
+        }
+    }
+
+    #[test]
+    fn x3_render_then_parse_gives_the_same_fields() {
+        let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let mut task = Task::new(TaskId::parse("T-0042").unwrap(), "a | b \\ c", "src", now);
+        task.project = "PJ-03".into();
+        task.status = Status::Review;
+        task.body = "line one\nline two | pipe".into();
+        task.deps = vec![TaskId::parse("T-500").unwrap(), TaskId::new(7)];
+        task.tags = Tags::parse_list("ai,external,heavy");
+        task.due = Some(jiff::civil::date(2026, 12, 24));
+        task.priority = -2;
+        task.correction = "fix: the title".into();
+        task.failures = 2;
+        task.run = true;
+        let text = render(std::slice::from_ref(&task));
+        let items = parse(&text, "x.md", &defaults()).unwrap();
+        let item = &items[0];
+        assert_eq!(item.ref_id.as_deref(), Some("T-0042"));
+        assert_eq!(item.title, task.title);
+        assert_eq!(item.body, task.body);
+        assert_eq!(item.status, Some(Status::Review));
+        assert_eq!(item.deps, ["T-500", "T-0007"]);
+        assert_eq!(item.tags, task.tags);
+        assert_eq!((item.due, item.priority, item.failures, item.run), (task.due, -2, 2, true));
+        assert_eq!(item.correction, task.correction);
+        assert_eq!(item.source, "src");
+    }
+}

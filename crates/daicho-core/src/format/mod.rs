@@ -1,0 +1,142 @@
+//! Parsers and renderers of the ledger's file formats, on strings (X3, X4).
+//!
+//! Every parser returns [`Item`]s or an [`InputError`] that names the file, the line and the
+//! reason; every renderer writes what its parser reads back to the same ledger.
+
+pub mod csv;
+pub mod json;
+pub mod markdown;
+
+use jiff::Timestamp;
+use jiff::civil::Date;
+
+use crate::error::{InputError, MAX_FIELD_BYTES};
+use crate::item::Item;
+
+/// The file formats daicho reads and writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The Markdown task-line format (X3).
+    Markdown,
+    /// A tasks.json document or a plain item array.
+    Json,
+    /// CSV with the ledger's columns.
+    Csv,
+}
+
+impl Format {
+    /// The format a file name suggests (`.md`, `.json`, `.csv`).
+    pub fn from_file_name(name: &str) -> Option<Format> {
+        let lower = name.to_ascii_lowercase();
+        if lower.ends_with(".md") || lower.ends_with(".markdown") {
+            Some(Format::Markdown)
+        } else if lower.ends_with(".json") {
+            Some(Format::Json)
+        } else if lower.ends_with(".csv") {
+            Some(Format::Csv)
+        } else {
+            None
+        }
+    }
+}
+
+/// Values that items without their own `source` or `project` take.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ItemDefaults {
+    /// The source of items that name none.
+    pub source: String,
+    /// The project of items that name none.
+    pub project: String,
+}
+
+/// Parses any format.
+///
+/// # Errors
+///
+/// The format's [`InputError`].
+pub fn parse(
+    format: Format,
+    text: &str,
+    file: &str,
+    defaults: &ItemDefaults,
+) -> Result<Vec<Item>, InputError> {
+    match format {
+        Format::Markdown => markdown::parse(text, file, defaults),
+        Format::Json => json::parse(text, file, defaults),
+        Format::Csv => csv::parse(text, file, defaults),
+    }
+}
+
+/// Fills defaults into a parsed item and checks its field sizes.
+fn finish_item(mut item: Item, defaults: &ItemDefaults, file: &str) -> Result<Item, InputError> {
+    if item.source.trim().is_empty() {
+        item.source = defaults.source.clone();
+    }
+    if item.project.trim().is_empty() {
+        item.project = defaults.project.clone();
+    }
+    let fields = [
+        ("title", &item.title),
+        ("body", &item.body),
+        ("source", &item.source),
+        ("evidence", &item.evidence),
+        ("assignee", &item.assignee),
+        ("type", &item.work_type),
+        ("action", &item.action),
+        ("result", &item.result),
+        ("correction", &item.correction),
+        ("project", &item.project),
+    ];
+    for (name, value) in fields {
+        if value.len() > MAX_FIELD_BYTES {
+            return Err(InputError::new(
+                file,
+                item.line,
+                format!(
+                    "field '{name}' is {} bytes, over the limit of {MAX_FIELD_BYTES} bytes",
+                    value.len()
+                ),
+            ));
+        }
+    }
+    Ok(item)
+}
+
+/// Parses a due date: `2026-12-01` or `2026/12/01`.
+pub fn parse_date(text: &str) -> Result<Date, String> {
+    let text = text.trim();
+    text.replace('/', "-")
+        .parse::<Date>()
+        .map_err(|_| format!("'{text}' is not a date (expected YYYY-MM-DD)"))
+}
+
+/// Parses a point in time: RFC 3339 (`2026-12-01T09:00:00Z`), or a date meaning its start in UTC.
+pub fn parse_timestamp(text: &str) -> Result<Timestamp, String> {
+    let text = text.trim();
+    if let Ok(ts) = text.parse::<Timestamp>() {
+        return Ok(ts);
+    }
+    parse_date(text)
+        .ok()
+        .and_then(|d| d.to_zoned(jiff::tz::TimeZone::UTC).ok())
+        .map(|z| z.timestamp())
+        .ok_or_else(|| format!("'{text}' is not a time (expected RFC 3339, e.g. 2026-12-01T09:00:00Z)"))
+}
+
+/// Parses a checkbox cell: true, false, yes, no, 1, 0, x, ✓, ☑, ☐ or blank.
+pub fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.trim().to_lowercase().as_str() {
+        "true" | "yes" | "1" | "x" | "✓" | "✔" | "☑" | "on" => Ok(true),
+        "false" | "no" | "0" | "" | "☐" | "off" => Ok(false),
+        other => Err(format!("'{other}' is not a checkbox value (true or false)")),
+    }
+}
+
+/// Splits a list of dependency references: `T-0001, T-0002` (commas, 、 or blanks).
+pub fn split_refs(text: &str) -> Vec<String> {
+    text.split(|c: char| c == ',' || c == '、' || c.is_whitespace())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}

@@ -1,0 +1,73 @@
+//! Incoming items: what a source, a push or an import offers to the ledger.
+
+use jiff::Timestamp;
+use jiff::civil::Date;
+
+use crate::task::{Status, Tags};
+
+/// One incoming task as read from a source, before [`crate::merge::merge_plan`] decides on it.
+///
+/// `ref_id` is the id as written in the source: a ledger id (`T-500`, kept when free) or a
+/// source-local one (`t1` in a tasks.json) that `deps` of other items in the same batch may
+/// name. `deps` are such references too. `line` is the item's line in its file, for errors.
+/// The fields `run`, `result`, `run_at`, `correction` and `failures` are only used when the item
+/// creates a new row (an import of an exported ledger); a patch never carries them (M4).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Item {
+    /// The id as written in the source (`T-500`, `t1`), if any.
+    pub ref_id: Option<String>,
+    /// The 1-based line of the item in its file, if it came from one.
+    pub line: Option<usize>,
+    /// The project (案件).
+    pub project: String,
+    /// The status the source gives; new rows default to `pending`.
+    pub status: Option<Status>,
+    /// The ▶ run checkbox (new rows only).
+    pub run: bool,
+    /// タスク.
+    pub title: String,
+    /// 内容.
+    pub body: String,
+    /// 発生源.
+    pub source: String,
+    /// 根拠.
+    pub evidence: String,
+    /// 期限.
+    pub due: Option<Date>,
+    /// 担当.
+    pub assignee: String,
+    /// 分類.
+    pub work_type: String,
+    /// Priority; 0 counts as empty.
+    pub priority: i64,
+    /// Earliest start.
+    pub not_before: Option<Timestamp>,
+    /// AI機能.
+    pub action: String,
+    /// 実行結果 (new rows only).
+    pub result: String,
+    /// 実行日時 (new rows only).
+    pub run_at: Option<Timestamp>,
+    /// 修正指示 (new rows only).
+    pub correction: String,
+    /// References to the tasks this one waits for.
+    pub deps: Vec<String>,
+    /// Tags.
+    pub tags: Tags,
+    /// Failure count (new rows only).
+    pub failures: u32,
+    /// An aggregate whose body and evidence overwrite the row's on every sync (M6).
+    pub refresh: bool,
+}
+
+impl Item {
+    /// An item with a title and a source, every other field empty.
+    pub fn new(title: &str, source: &str) -> Item {
+        Item { title: title.to_owned(), source: source.to_owned(), ..Item::default() }
+    }
+
+    /// Whether the item is blank: no id and no title (M9: a blank line is not a task).
+    pub fn is_blank(&self) -> bool {
+        self.title.trim().is_empty() && self.ref_id.as_deref().is_none_or(|r| r.trim().is_empty())
+    }
+}

@@ -1,0 +1,720 @@
+//! The merge rules (M1–M9): sync and push are an upsert decided by one pure function.
+//!
+//! [`merge_plan`] takes the existing rows that matter (those whose key or id an incoming item
+//! names; passing the whole ledger is also correct), the incoming items, `now` and the next free
+//! id number, and returns what to add, what to patch and what to skip with a reason. The store
+//! applies the plan in one transaction; it never re-decides it.
+
+use std::collections::{HashMap, HashSet};
+
+use jiff::Timestamp;
+use jiff::civil::Date;
+use serde::Serialize;
+
+use crate::id::TaskId;
+use crate::item::Item;
+use crate::key::dedupe_key;
+use crate::task::{Status, Tags, Task};
+
+/// What to do with a batch of incoming items.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// New rows, ids assigned.
+    pub add: Vec<Addition>,
+    /// Empty cells of open rows to fill, and aggregate rows to refresh.
+    pub patch: Vec<Patch>,
+    /// Items that change nothing, each with its reason.
+    pub skip: Vec<Skip>,
+    /// Dependency references that name neither an item of the batch nor a ledger id.
+    pub unresolved: Vec<UnresolvedDep>,
+    /// The next free id number once the plan is applied.
+    pub next_id: u64,
+}
+
+impl Plan {
+    /// Whether applying the plan changes nothing.
+    pub fn is_noop(&self) -> bool {
+        self.add.is_empty() && self.patch.is_empty()
+    }
+}
+
+/// A new row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Addition {
+    /// The row to insert.
+    pub task: Task,
+    /// Index of the item in the input.
+    pub index: usize,
+    /// Line of the item in its file.
+    pub line: Option<usize>,
+}
+
+/// A change to an existing open row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Patch {
+    /// The row to change.
+    pub id: TaskId,
+    /// Index of the item in the input.
+    pub index: usize,
+    /// Line of the item in its file.
+    pub line: Option<usize>,
+    /// The cells to write.
+    pub fields: PatchFields,
+}
+
+/// The cells a sync may write into an existing row. `correction`, `result`, `failures`,
+/// `status`, `run` and `title` have no place here, so no patch can ever carry them (M4).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PatchFields {
+    /// The project, when the row had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// The body: filled when empty, or refreshed (M6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The evidence: filled when empty, or refreshed (M6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    /// The due date, when the row had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due: Option<Date>,
+    /// The assignee, when the row had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assignee: Option<String>,
+    /// The work type, when the row had none.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub work_type: Option<String>,
+    /// The priority, when the row had 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+    /// The earliest start, when the row had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Timestamp>,
+    /// The action, when the row had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// The deps, when the row had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deps: Option<Vec<TaskId>>,
+    /// The tags, when the row had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Tags>,
+    /// Marks the row as an aggregate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refresh: Option<bool>,
+}
+
+impl PatchFields {
+    /// Whether the patch writes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == PatchFields::default()
+    }
+
+    /// Writes the patch into `task` (the store calls this on the row it read in its transaction).
+    pub fn apply_to(&self, task: &mut Task) {
+        let PatchFields {
+            project,
+            body,
+            evidence,
+            due,
+            assignee,
+            work_type,
+            priority,
+            not_before,
+            action,
+            deps,
+            tags,
+            refresh,
+        } = self.clone();
+        if let Some(v) = project {
+            task.project = v;
+        }
+        if let Some(v) = body {
+            task.body = v;
+        }
+        if let Some(v) = evidence {
+            task.evidence = v;
+        }
+        if due.is_some() {
+            task.due = due;
+        }
+        if let Some(v) = assignee {
+            task.assignee = v;
+        }
+        if let Some(v) = work_type {
+            task.work_type = v;
+        }
+        if let Some(v) = priority {
+            task.priority = v;
+        }
+        if not_before.is_some() {
+            task.not_before = not_before;
+        }
+        if let Some(v) = action {
+            task.action = v;
+        }
+        if let Some(v) = deps {
+            task.deps = v;
+        }
+        if let Some(v) = tags {
+            task.tags = v;
+        }
+        if let Some(v) = refresh {
+            task.refresh = v;
+        }
+    }
+}
+
+/// An item that changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skip {
+    /// Index of the item in the input.
+    pub index: usize,
+    /// Line of the item in its file.
+    pub line: Option<usize>,
+    /// The item's title as written.
+    pub title: String,
+    /// The row the item matched, if any.
+    pub id: Option<TaskId>,
+    /// Why nothing changes.
+    pub reason: SkipReason,
+}
+
+/// Why an item changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SkipReason {
+    /// No id and no title: a blank line is not a task (M9).
+    Blank,
+    /// The same key came earlier in this input; the first wins (M7).
+    DuplicateInInput {
+        /// Index of the first item with the key.
+        first_index: usize,
+    },
+    /// The matching row is `done`, `dropped` or `needs_human` and is never touched (M3).
+    Closed(Status),
+    /// The matching row already has every value the item offers (M5, M8).
+    Unchanged,
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SkipReason::Blank => f.write_str("blank: no id and no title"),
+            SkipReason::DuplicateInInput { first_index } => {
+                write!(f, "duplicate key in this input; item #{} wins", first_index + 1)
+            }
+            SkipReason::Closed(status) => write!(f, "row is {status}; closed rows are never touched"),
+            SkipReason::Unchanged => f.write_str("unchanged: the row already has these values"),
+        }
+    }
+}
+
+/// A dependency reference that names neither an item of the batch nor a ledger id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnresolvedDep {
+    /// Index of the item in the input.
+    pub index: usize,
+    /// Line of the item in its file.
+    pub line: Option<usize>,
+    /// The reference as written.
+    pub reference: String,
+}
+
+/// Decides how `incoming` merges into the ledger (M1–M9).
+///
+/// `existing` must hold at least every row whose key equals an incoming item's key or whose id
+/// equals an incoming `T-` id; other rows may be present and are ignored. `next_id` is the
+/// ledger's next free id number: every number at or above it is unused. `now` stamps new rows.
+///
+/// - the key is `source|normalize(title)` (M1); an item whose key matches a row is that row;
+/// - rows are never deleted: the plan has no deletions (M2);
+/// - closed rows are skipped (M3);
+/// - a patch only fills empty cells of an open row (M5) and never carries `correction`,
+///   `result` or `failures` (M4, by the type [`PatchFields`]);
+/// - a `refresh` item overwrites `body` and `evidence` of an open row (M6);
+/// - the first item with a key wins (M7);
+/// - applying the plan and merging the same input again adds and patches nothing (M8);
+/// - blank items are skipped (M9).
+///
+/// A new row keeps the `T-` id it was written with when that number is free, and otherwise gets
+/// the next free number. Dependency references are resolved against the batch's own ids first,
+/// then read as ledger ids; the rest are listed in [`Plan::unresolved`].
+pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id: u64) -> Plan {
+    let mut by_key: HashMap<&str, &Task> = HashMap::with_capacity(existing.len());
+    let mut taken: HashSet<u64> = HashSet::with_capacity(existing.len());
+    for task in existing {
+        by_key.entry(task.key.as_str()).or_insert(task);
+        taken.insert(task.id.num());
+    }
+
+    // Pass 1: match every item by key and decide its fate; keep requested ids that are free.
+    enum Fate<'a> {
+        Skip(SkipReason, Option<TaskId>),
+        Patch(&'a Task),
+        Add(Option<TaskId>),
+    }
+    let mut first_by_key: HashMap<String, usize> = HashMap::with_capacity(incoming.len());
+    let mut fates: Vec<Fate> = Vec::with_capacity(incoming.len());
+    let mut planned: HashSet<u64> = HashSet::new();
+    for (index, item) in incoming.iter().enumerate() {
+        if item.is_blank() || item.title.trim().is_empty() {
+            fates.push(Fate::Skip(SkipReason::Blank, None));
+            continue;
+        }
+        let key = dedupe_key(&item.source, &item.title);
+        if let Some(row) = by_key.get(key.as_str()) {
+            if first_by_key.contains_key(&key) {
+                let first_index = first_by_key[&key];
+                fates.push(Fate::Skip(SkipReason::DuplicateInInput { first_index }, Some(row.id)));
+            } else if row.status.is_closed() {
+                first_by_key.insert(key, index);
+                fates.push(Fate::Skip(SkipReason::Closed(row.status), Some(row.id)));
+            } else {
+                first_by_key.insert(key, index);
+                fates.push(Fate::Patch(row));
+            }
+            continue;
+        }
+        if let Some(&first_index) = first_by_key.get(&key) {
+            fates.push(Fate::Skip(SkipReason::DuplicateInInput { first_index }, None));
+            continue;
+        }
+        first_by_key.insert(key, index);
+        let requested = item
+            .ref_id
+            .as_deref()
+            .and_then(TaskId::parse)
+            .filter(|id| !taken.contains(&id.num()) && !planned.contains(&id.num()));
+        if let Some(id) = requested {
+            planned.insert(id.num());
+        }
+        fates.push(Fate::Add(requested));
+    }
+
+    // Pass 2: give the other new rows fresh numbers, skipping the ones kept in pass 1.
+    let mut next = next_id.max(1);
+    let mut resolved: Vec<Option<TaskId>> = Vec::with_capacity(incoming.len());
+    for fate in &mut fates {
+        let id = match fate {
+            Fate::Skip(_, id) => *id,
+            Fate::Patch(row) => Some(row.id),
+            Fate::Add(Some(id)) => Some(*id),
+            Fate::Add(slot @ None) => {
+                while planned.contains(&next) || taken.contains(&next) {
+                    next += 1;
+                }
+                let id = TaskId::new(next);
+                planned.insert(next);
+                next += 1;
+                *slot = Some(id);
+                Some(id)
+            }
+        };
+        resolved.push(id);
+    }
+    let max_planned = planned.iter().copied().max().unwrap_or(0);
+    let next_id = next.max(max_planned + 1).max(next_id);
+
+    // References: an item's own id (as written) names the row it resolved to.
+    let mut refs: HashMap<RefKey, TaskId> = HashMap::new();
+    for (item, id) in incoming.iter().zip(&resolved) {
+        if let (Some(reference), Some(id)) = (item.ref_id.as_deref(), id) {
+            refs.entry(RefKey::of(reference)).or_insert(*id);
+        }
+    }
+
+    let mut plan = Plan { next_id, ..Plan::default() };
+    for (index, (item, fate)) in incoming.iter().zip(fates).enumerate() {
+        match fate {
+            Fate::Skip(reason, id) => plan.skip.push(Skip {
+                index,
+                line: item.line,
+                title: item.title.clone(),
+                id,
+                reason,
+            }),
+            Fate::Patch(row) => {
+                let deps = resolve_deps(item, index, &refs, &mut plan.unresolved);
+                let fields = fill_empty_cells(row, item, deps);
+                if fields.is_empty() {
+                    plan.skip.push(Skip {
+                        index,
+                        line: item.line,
+                        title: item.title.clone(),
+                        id: Some(row.id),
+                        reason: SkipReason::Unchanged,
+                    });
+                } else {
+                    plan.patch.push(Patch { id: row.id, index, line: item.line, fields });
+                }
+            }
+            Fate::Add(id) => {
+                let id = id.expect("pass 2 assigns an id to every addition");
+                let deps = resolve_deps(item, index, &refs, &mut plan.unresolved);
+                plan.add.push(Addition {
+                    task: new_row(id, item, deps, now),
+                    index,
+                    line: item.line,
+                });
+            }
+        }
+    }
+    plan
+}
+
+/// How a reference is compared: ledger ids by number (`T-500` = `T-0500`), others as written.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum RefKey {
+    Id(u64),
+    Local(String),
+}
+
+impl RefKey {
+    fn of(reference: &str) -> RefKey {
+        match TaskId::parse(reference) {
+            Some(id) => RefKey::Id(id.num()),
+            None => RefKey::Local(reference.trim().to_owned()),
+        }
+    }
+}
+
+fn resolve_deps(
+    item: &Item,
+    index: usize,
+    refs: &HashMap<RefKey, TaskId>,
+    unresolved: &mut Vec<UnresolvedDep>,
+) -> Vec<TaskId> {
+    let mut deps: Vec<TaskId> = Vec::with_capacity(item.deps.len());
+    for reference in &item.deps {
+        if reference.trim().is_empty() {
+            continue;
+        }
+        let key = RefKey::of(reference);
+        let id = refs.get(&key).copied().or(match key {
+            RefKey::Id(_) => TaskId::parse(reference),
+            RefKey::Local(_) => None,
+        });
+        match id {
+            Some(id) if !deps.contains(&id) => deps.push(id),
+            Some(_) => {}
+            None => unresolved.push(UnresolvedDep {
+                index,
+                line: item.line,
+                reference: reference.clone(),
+            }),
+        }
+    }
+    deps
+}
+
+fn fill_empty_cells(row: &Task, item: &Item, deps: Vec<TaskId>) -> PatchFields {
+    fn fill(current: &str, offered: &str) -> Option<String> {
+        (current.is_empty() && !offered.trim().is_empty()).then(|| offered.to_owned())
+    }
+    let mut fields = PatchFields {
+        project: fill(&row.project, &item.project),
+        body: fill(&row.body, &item.body),
+        evidence: fill(&row.evidence, &item.evidence),
+        due: if row.due.is_none() { item.due } else { None },
+        assignee: fill(&row.assignee, &item.assignee),
+        work_type: fill(&row.work_type, &item.work_type),
+        priority: (row.priority == 0 && item.priority != 0).then_some(item.priority),
+        not_before: if row.not_before.is_none() { item.not_before } else { None },
+        action: fill(&row.action, &item.action),
+        deps: (row.deps.is_empty() && !deps.is_empty()).then_some(deps),
+        tags: (row.tags.is_empty() && !item.tags.is_empty()).then(|| item.tags.clone()),
+        refresh: (item.refresh && !row.refresh).then_some(true),
+    };
+    if item.refresh {
+        // M6: an aggregate's count changes, so its body and evidence are overwritten.
+        fields.body = (row.body != item.body).then(|| item.body.clone());
+        fields.evidence = (row.evidence != item.evidence).then(|| item.evidence.clone());
+    }
+    fields
+}
+
+fn new_row(id: TaskId, item: &Item, deps: Vec<TaskId>, now: Timestamp) -> Task {
+    let mut task = Task::new(id, &item.title, &item.source, now);
+    task.project = item.project.clone();
+    // A run cannot be under way in a row that did not exist: an imported `running` is pending.
+    task.status = match item.status.unwrap_or(Status::Pending) {
+        Status::Running => Status::Pending,
+        status => status,
+    };
+    task.run = item.run;
+    task.body = item.body.clone();
+    task.evidence = item.evidence.clone();
+    task.due = item.due;
+    task.assignee = item.assignee.clone();
+    task.work_type = item.work_type.clone();
+    task.priority = item.priority;
+    task.not_before = item.not_before;
+    task.action = item.action.clone();
+    task.result = item.result.clone();
+    task.run_at = item.run_at;
+    task.correction = item.correction.clone();
+    task.deps = deps;
+    task.tags = item.tags.clone();
+    task.failures = item.failures;
+    task.refresh = item.refresh;
+    task
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).unwrap()
+    }
+
+    /// Applies a plan to an in-memory ledger, as a store would.
+    fn apply(ledger: &mut Vec<Task>, plan: &Plan) {
+        for patch in &plan.patch {
+            let row = ledger.iter_mut().find(|t| t.id == patch.id).unwrap();
+            patch.fields.apply_to(row);
+        }
+        ledger.extend(plan.add.iter().map(|a| a.task.clone()));
+    }
+
+    fn next_id(ledger: &[Task]) -> u64 {
+        ledger.iter().map(|t| t.id.num()).max().unwrap_or(0) + 1
+    }
+
+    fn row(n: u64, title: &str, status: Status) -> Task {
+        let mut t = Task::new(TaskId::new(n), title, "src", now());
+        t.status = status;
+        t
+    }
+
+    #[test]
+    fn m1_width_variants_match_the_existing_row() {
+        let ledger = vec![row(1, "パーサー実装", Status::Pending)];
+        let items = [Item::new("パーサー　実装！", "src"), Item::new("ﾊﾟｰｻｰ実装", "src")];
+        let plan = merge_plan(&ledger, &items, now(), 2);
+        assert!(plan.add.is_empty());
+        assert_eq!(plan.skip[0].reason, SkipReason::Unchanged);
+        assert_eq!(plan.skip[0].id, Some(TaskId::new(1)));
+        assert_eq!(plan.skip[1].reason, SkipReason::DuplicateInInput { first_index: 0 });
+        let other_source = merge_plan(&ledger, &[Item::new("パーサー実装", "elsewhere")], now(), 2);
+        assert_eq!(other_source.add.len(), 1, "another source is another key");
+    }
+
+    #[test]
+    fn m2_an_item_gone_from_its_source_leaves_its_row() {
+        let ledger = vec![row(1, "a", Status::Pending), row(2, "b", Status::Pending)];
+        let plan = merge_plan(&ledger, &[Item::new("a", "src")], now(), 3);
+        let mut after = ledger.clone();
+        apply(&mut after, &plan);
+        assert_eq!(after.len(), 2, "b is still there");
+        assert!(plan.is_noop());
+    }
+
+    #[test]
+    fn m3_closed_rows_untouched() {
+        for status in [Status::Done, Status::Dropped, Status::NeedsHuman] {
+            let ledger = vec![row(1, "a", status)];
+            let mut item = Item::new("a", "src");
+            item.body = "new body".into();
+            item.assignee = "x".into();
+            item.refresh = true;
+            item.evidence = "count: 3".into();
+            let plan = merge_plan(&ledger, &[item], now(), 2);
+            assert!(plan.patch.is_empty() && plan.add.is_empty(), "{status}");
+            assert_eq!(plan.skip[0].reason, SkipReason::Closed(status));
+        }
+    }
+
+    #[test]
+    fn m4_correction_result_failures_never_in_a_patch() {
+        let mut existing = row(1, "a", Status::Review);
+        existing.correction = String::new();
+        existing.result = String::new();
+        let ledger = vec![existing];
+        let mut item = Item::new("a", "src");
+        item.correction = "from the source".into();
+        item.result = "from the source".into();
+        item.failures = 7;
+        item.body = "b".into();
+        let plan = merge_plan(&ledger, &[item], now(), 2);
+        assert_eq!(plan.patch.len(), 1, "the body is filled");
+        let json = serde_json::to_value(&plan.patch[0].fields).unwrap();
+        let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["body"]);
+        let mut after = ledger.clone();
+        apply(&mut after, &plan);
+        assert_eq!((after[0].correction.as_str(), after[0].result.as_str(), after[0].failures), ("", "", 0));
+    }
+
+    #[test]
+    fn m5_open_rows_only_get_empty_cells_filled() {
+        let mut existing = row(1, "a", Status::Pending);
+        existing.body = "written by a person".into();
+        existing.assignee = String::new();
+        let ledger = vec![existing];
+        let mut item = Item::new("a", "src");
+        item.body = "from the source".into();
+        item.assignee = "writer".into();
+        item.due = Some(jiff::civil::date(2026, 12, 1));
+        item.tags = Tags::parse_list("ai");
+        item.deps = vec!["T-0009".into()];
+        let plan = merge_plan(&ledger, &[item], now(), 10);
+        let fields = &plan.patch[0].fields;
+        assert_eq!(fields.body, None, "a value is never overwritten");
+        assert_eq!(fields.assignee.as_deref(), Some("writer"));
+        assert_eq!(fields.due, Some(jiff::civil::date(2026, 12, 1)));
+        assert_eq!(fields.tags, Some(Tags::parse_list("ai")));
+        assert_eq!(fields.deps, Some(vec![TaskId::new(9)]));
+    }
+
+    #[test]
+    fn m6_refresh_overwrites_body_and_evidence_of_open_rows_only() {
+        let mut open = row(1, "Get the unanswered questions answered", Status::Pending);
+        open.body = "375 unanswered".into();
+        open.evidence = "sheet@v1".into();
+        open.refresh = true;
+        let mut closed = open.clone();
+        closed.id = TaskId::new(2);
+        closed.source = "other".into();
+        closed.key = crate::key::dedupe_key("other", &closed.title);
+        closed.status = Status::Done;
+        let ledger = vec![open, closed];
+        let mut item = Item::new("Get the unanswered questions answered", "src");
+        item.body = "376 unanswered".into();
+        item.evidence = "sheet@v2".into();
+        item.refresh = true;
+        let mut closed_item = item.clone();
+        closed_item.source = "other".into();
+        let plan = merge_plan(&ledger, &[item.clone(), closed_item], now(), 3);
+        assert_eq!(plan.patch.len(), 1);
+        assert_eq!(plan.patch[0].fields.body.as_deref(), Some("376 unanswered"));
+        assert_eq!(plan.patch[0].fields.evidence.as_deref(), Some("sheet@v2"));
+        assert_eq!(plan.skip[0].reason, SkipReason::Closed(Status::Done));
+        let mut after = ledger.clone();
+        apply(&mut after, &plan);
+        assert!(merge_plan(&after, &[item], now(), 3).is_noop(), "the same count again changes nothing");
+    }
+
+    #[test]
+    fn m7_the_first_of_a_key_wins() {
+        let mut first = Item::new("Same", "src");
+        first.body = "first".into();
+        let mut second = Item::new("same!", "src");
+        second.body = "second".into();
+        let plan = merge_plan(&[], &[first, second], now(), 1);
+        assert_eq!(plan.add.len(), 1);
+        assert_eq!(plan.add[0].task.body, "first");
+        assert_eq!(plan.skip[0].reason, SkipReason::DuplicateInInput { first_index: 0 });
+    }
+
+    #[test]
+    fn m8_the_same_input_twice_adds_and_patches_nothing() {
+        let mut items = vec![Item::new("a", "src"), Item::new("b", "src")];
+        items[1].deps = vec!["T-0001".into()];
+        items[1].body = "body".into();
+        let mut ledger = Vec::new();
+        let first = merge_plan(&ledger, &items, now(), 1);
+        assert_eq!(first.add.len(), 2);
+        apply(&mut ledger, &first);
+        let second = merge_plan(&ledger, &items, now(), next_id(&ledger));
+        assert!(second.add.is_empty() && second.patch.is_empty());
+        assert_eq!(second.skip.len(), 2);
+    }
+
+    #[test]
+    fn m9_blank_items_are_ignored() {
+        let items = [Item::default(), Item::new("   ", "src"), Item::new("real", "src")];
+        let plan = merge_plan(&[], &items, now(), 1);
+        assert_eq!(plan.add.len(), 1);
+        assert_eq!(plan.skip.iter().filter(|s| s.reason == SkipReason::Blank).count(), 2);
+    }
+
+    #[test]
+    fn ids_are_kept_when_free_and_local_refs_resolve() {
+        let ledger = vec![row(500, "taken", Status::Pending)];
+        let mut a = Item::new("a", "src");
+        a.ref_id = Some("T-500".into());
+        let mut b = Item::new("b", "src");
+        b.ref_id = Some("T-0777".into());
+        b.deps = vec!["T-500".into(), "t9".into()];
+        let mut c = Item::new("c", "src");
+        c.ref_id = Some("t9".into());
+        let plan = merge_plan(&ledger, &[a, b, c], now(), 501);
+        let ids: Vec<String> = plan.add.iter().map(|x| x.task.id.to_string()).collect();
+        assert_eq!(ids, ["T-0501", "T-0777", "T-0502"], "T-500 is taken, T-0777 is free");
+        assert_eq!(plan.add[1].task.deps, [TaskId::new(501), TaskId::new(502)], "refs name the batch's rows");
+        assert_eq!(plan.next_id, 778);
+        let unknown = merge_plan(&[], &[{ let mut i = Item::new("x", "s"); i.deps = vec!["t404".into()]; i }], now(), 1);
+        assert_eq!(unknown.unresolved[0].reference, "t404");
+    }
+
+    fn item_strategy() -> impl Strategy<Value = Item> {
+        (
+            prop::sample::select(vec!["a", "A!", "ａ", "b", "b ", "c", "ｃ", ""]),
+            prop::sample::select(vec!["s1", "s2"]),
+            prop::sample::select(vec!["", "body1", "body2"]),
+            prop::sample::select(vec!["", "x", "y"]),
+            any::<bool>(),
+            prop::option::of(0usize..6),
+        )
+            .prop_map(|(title, source, body, assignee, refresh, status)| {
+                let mut item = Item::new(title, source);
+                item.body = body.into();
+                item.evidence = body.into();
+                item.assignee = assignee.into();
+                item.refresh = refresh;
+                item.status = status.map(|s| Status::ALL[s]);
+                item.correction = "c".into();
+                item.result = "r".into();
+                item.failures = 1;
+                item
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn m8_merge_twice_is_idempotent(
+            first in prop::collection::vec(item_strategy(), 0..10),
+            second in prop::collection::vec(item_strategy(), 0..10),
+        ) {
+            let mut ledger = Vec::new();
+            let plan = merge_plan(&ledger, &first, now(), 1);
+            apply(&mut ledger, &plan);
+            let plan = merge_plan(&ledger, &second, now(), next_id(&ledger));
+            apply(&mut ledger, &plan);
+            let again = merge_plan(&ledger, &second, now(), next_id(&ledger));
+            prop_assert!(again.add.is_empty(), "{:?}", again.add);
+            prop_assert!(again.patch.is_empty(), "{:?}", again.patch);
+        }
+
+        #[test]
+        fn m3_m4_no_patch_touches_a_closed_row_or_a_person_field(
+            statuses in prop::collection::vec(0usize..6, 1..8),
+            items in prop::collection::vec(item_strategy(), 0..12),
+        ) {
+            let titles = ["a", "b", "c", "d", "e", "f", "g", "h"];
+            let ledger: Vec<Task> = statuses.iter().enumerate().map(|(i, &s)| {
+                let mut t = row(i as u64 + 1, titles[i], Status::ALL[s]);
+                t.source = if i % 2 == 0 { "s1".into() } else { "s2".into() };
+                t.key = crate::key::dedupe_key(&t.source, &t.title);
+                t
+            }).collect();
+            let plan = merge_plan(&ledger, &items, now(), 100);
+            for patch in &plan.patch {
+                let target = ledger.iter().find(|t| t.id == patch.id).unwrap();
+                prop_assert!(target.status.is_open(), "patched a {} row", target.status);
+                let json = serde_json::to_value(&patch.fields).unwrap();
+                for forbidden in ["correction", "result", "failures", "status", "run", "title"] {
+                    prop_assert!(json.get(forbidden).is_none());
+                }
+            }
+            // M2: every existing id is still there after applying.
+            let mut after = ledger.clone();
+            apply(&mut after, &plan);
+            for t in &ledger {
+                prop_assert!(after.iter().any(|a| a.id == t.id));
+            }
+        }
+    }
+}
