@@ -291,8 +291,10 @@ pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id:
         fates.push(Fate::Add(requested));
     }
 
-    // Pass 2: give the other new rows fresh numbers, skipping the ones kept in pass 1.
-    let mut next = next_id.max(1);
+    // Pass 2: give the other new rows fresh numbers, counting on from the largest id in use so
+    // that ids grow in the order they are given.
+    let max_planned = planned.iter().copied().max().unwrap_or(0);
+    let mut next = next_id.max(max_planned + 1).max(1);
     let mut resolved: Vec<Option<TaskId>> = Vec::with_capacity(incoming.len());
     for fate in &mut fates {
         let id = match fate {
@@ -312,8 +314,7 @@ pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id:
         };
         resolved.push(id);
     }
-    let max_planned = planned.iter().copied().max().unwrap_or(0);
-    let next_id = next.max(max_planned + 1).max(next_id);
+    let next_id = next;
 
     // References: an item's own id (as written) names the row it resolved to.
     let mut refs: HashMap<RefKey, TaskId> = HashMap::new();
@@ -642,9 +643,9 @@ mod tests {
         c.ref_id = Some("t9".into());
         let plan = merge_plan(&ledger, &[a, b, c], now(), 501);
         let ids: Vec<String> = plan.add.iter().map(|x| x.task.id.to_string()).collect();
-        assert_eq!(ids, ["T-0501", "T-0777", "T-0502"], "T-500 is taken, T-0777 is free");
-        assert_eq!(plan.add[1].task.deps, [TaskId::new(501), TaskId::new(502)], "refs name the batch's rows");
-        assert_eq!(plan.next_id, 778);
+        assert_eq!(ids, ["T-0778", "T-0777", "T-0779"], "T-500 is taken, T-0777 is free");
+        assert_eq!(plan.add[1].task.deps, [TaskId::new(778), TaskId::new(779)], "refs name the batch's rows");
+        assert_eq!(plan.next_id, 780);
         let unknown = merge_plan(&[], &[{ let mut i = Item::new("x", "s"); i.deps = vec!["t404".into()]; i }], now(), 1);
         assert_eq!(unknown.unresolved[0].reference, "t404");
     }

@@ -1,1 +1,459 @@
-//! placeholder
+//! The embedded SQLite backend of daicho: one file, nothing to install (the default).
+//!
+//! The ledger lives in one SQLite file in WAL mode with `synchronous=FULL` by default, so an
+//! acknowledged write survives a power loss. Every write method is one `BEGIN IMMEDIATE`
+//! transaction that also writes the journal. Blocking SQLite calls run on tokio's blocking
+//! threads; a small pool keeps opened connections for reuse.
+//!
+//! The ready set is an index range scan: each row keeps `unmet_deps`, the number of its deps that
+//! are not `done`/`dropped` (a missing dep counts), updated in the same transaction as the
+//! change that moves a dep in or out of a satisfying status, and the index
+//! `(status, unmet_deps, priority DESC, num)` serves `ready` in run order.
+
+mod rows;
+mod schema;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use daicho_core::dag::{NewDeps, check_new_deps};
+use daicho_core::edit::{TaskEdit, changed_fields, row_fields};
+use daicho_core::key::dedupe_key;
+use daicho_core::{Actor, InputError, Task, TaskId, merge_plan};
+use daicho_store::{
+    Batch, JournalEntry, ListFilter, ReadySet, Result, SkippedItem, Store, StoreError, UnknownDeps,
+    UpsertReport, dag_error_in,
+};
+use jiff::Timestamp;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use crate::rows::{COLUMNS, micros, read_task};
+
+/// How durable each commit is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=FULL`: an acknowledged commit survives power loss (the default).
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: survives a process crash; the last commits may be lost on power loss.
+    Normal,
+}
+
+/// Options for opening a ledger.
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    /// How durable each commit is.
+    pub durability: Durability,
+    /// How long a writer waits for another writer's lock before failing.
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> SqliteOptions {
+        SqliteOptions { durability: Durability::Full, busy_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// A ledger in one SQLite file.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    path: PathBuf,
+    options: SqliteOptions,
+    idle: Mutex<Vec<Connection>>,
+}
+
+/// Wraps a SQLite error as a store error.
+pub(crate) fn backend(error: rusqlite::Error) -> StoreError {
+    StoreError::Backend(error.to_string())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the ledger at `path` and brings its schema up to date.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`] when the file cannot be opened or migrated.
+    pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore> {
+        let path = path.as_ref().to_owned();
+        let store = SqliteStore { inner: Arc::new(Inner { path, options, idle: Mutex::new(Vec::new()) }) };
+        store.with_conn(|conn| schema::migrate(conn)).await?;
+        Ok(store)
+    }
+
+    /// The path of the ledger file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` on a pooled connection on a blocking thread.
+    async fn with_conn<R, F>(&self, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let taken = inner.idle.lock().map_err(|_| StoreError::Backend("connection pool poisoned".into()))?.pop();
+            let mut conn = match taken {
+                Some(conn) => conn,
+                None => open_connection(&inner.path, &inner.options)?,
+            };
+            let result = f(&mut conn);
+            if conn.is_autocommit() {
+                if let Ok(mut idle) = inner.idle.lock() {
+                    idle.push(conn);
+                }
+            }
+            result
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("database task failed: {e}")))?
+    }
+}
+
+fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
+    conn.busy_timeout(options.busy_timeout).map_err(backend)?;
+    let mode: String =
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(backend)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Backend(format!("cannot use WAL mode on {} (got {mode})", path.display())));
+    }
+    let synchronous = match options.durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", synchronous).map_err(backend)?;
+    conn.pragma_update(None, "foreign_keys", "ON").map_err(backend)?;
+    Ok(conn)
+}
+
+impl Store for SqliteStore {
+    async fn upsert(&self, batch: Batch) -> Result<UpsertReport> {
+        self.with_conn(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let report = upsert_in(&tx, &batch)?;
+            tx.commit().map_err(backend)?;
+            Ok(report)
+        })
+        .await
+    }
+
+    async fn get(&self, id: TaskId) -> Result<Option<Task>> {
+        self.with_conn(move |conn| get_task(conn, id)).await
+    }
+
+    async fn list(&self, filter: ListFilter) -> Result<Vec<Task>> {
+        self.with_conn(move |conn| list_in(conn, &filter)).await
+    }
+
+    async fn ready(&self, now: Timestamp, limit: usize) -> Result<ReadySet> {
+        self.with_conn(move |conn| {
+            let tx = conn.transaction().map_err(backend)?;
+            let now = now.as_microsecond() as i64;
+            let total: i64 = tx
+                .prepare_cached(&format!("SELECT count(*) FROM task WHERE {READY_WHERE}"))
+                .and_then(|mut s| s.query_row([now], |r| r.get(0)))
+                .map_err(backend)?;
+            let mut stmt = tx
+                .prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT ?2"))
+                .map_err(backend)?;
+            let tasks = stmt
+                .query_map(params![now, limit as i64], read_task)
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Task>>>())
+                .map_err(backend)?;
+            Ok(ReadySet { tasks, total: total as usize })
+        })
+        .await
+    }
+
+    async fn edit(&self, id: TaskId, edit: TaskEdit, actor: Actor, now: Timestamp) -> Result<Task> {
+        self.with_conn(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let task = edit_in(&tx, id, &edit, &actor, now)?;
+            tx.commit().map_err(backend)?;
+            Ok(task)
+        })
+        .await
+    }
+
+    async fn journal(&self, id: TaskId) -> Result<Vec<JournalEntry>> {
+        self.with_conn(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT seq, at, task_id, actor, kind, before, after FROM journal WHERE task = ?1 ORDER BY seq",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([id.num() as i64], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, String>(5)?,
+                        r.get::<_, String>(6)?,
+                    ))
+                })
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(backend)?;
+            rows.into_iter()
+                .map(|(seq, at, task, actor, kind, before, after)| {
+                    let corrupt = |what: &str| StoreError::Backend(format!("journal entry {seq}: bad {what}"));
+                    Ok(JournalEntry {
+                        seq,
+                        at: Timestamp::from_microsecond(at).map_err(|_| corrupt("time"))?,
+                        task: TaskId::parse(&task).ok_or_else(|| corrupt("task id"))?,
+                        actor,
+                        kind,
+                        before: serde_json::from_str(&before).map_err(|_| corrupt("before"))?,
+                        after: serde_json::from_str(&after).map_err(|_| corrupt("after"))?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+}
+
+/// The ready condition (D1, D5); `?1` is now in microseconds.
+const READY_WHERE: &str = "status = 'pending' AND unmet_deps = 0 AND (not_before IS NULL OR not_before <= ?1)";
+/// Run order: priority (larger first), then id. Served by the index `task_ready`.
+const READY_ORDER: &str = "ORDER BY priority DESC, num";
+
+fn get_task(conn: &Connection, id: TaskId) -> Result<Option<Task>> {
+    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = ?1"))
+        .and_then(|mut s| s.query_row([id.num() as i64], read_task).optional())
+        .map_err(backend)
+}
+
+fn list_in(conn: &Connection, filter: &ListFilter) -> Result<Vec<Task>> {
+    let mut sql = format!("SELECT {COLUMNS} FROM task WHERE 1 = 1");
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    if let Some(project) = &filter.project {
+        args.push(project.clone().into());
+        sql.push_str(&format!(" AND project = ?{}", args.len()));
+    }
+    if !filter.statuses.is_empty() {
+        let mut marks = Vec::new();
+        for status in &filter.statuses {
+            args.push(status.as_str().to_owned().into());
+            marks.push(format!("?{}", args.len()));
+        }
+        sql.push_str(&format!(" AND status IN ({})", marks.join(", ")));
+    }
+    if let Some(source) = &filter.source {
+        args.push(source.clone().into());
+        sql.push_str(&format!(" AND source = ?{}", args.len()));
+    }
+    if let Some(tag) = &filter.tag {
+        args.push(format!("%,{},%", tag.trim().to_lowercase()).into());
+        sql.push_str(&format!(" AND (',' || tags || ',') LIKE ?{}", args.len()));
+    }
+    sql.push_str(" ORDER BY num");
+    if let Some(limit) = filter.limit {
+        sql.push_str(&format!(" LIMIT {limit}"));
+    }
+    let mut stmt = conn.prepare(&sql).map_err(backend)?;
+    stmt.query_map(rusqlite::params_from_iter(args), read_task)
+        .and_then(|rows| rows.collect())
+        .map_err(backend)
+}
+
+/// The deps of a row as stored, or `None` when the row does not exist.
+fn stored_deps(tx: &Transaction<'_>, id: TaskId) -> Result<Option<Vec<TaskId>>> {
+    let text: Option<String> = tx
+        .prepare_cached("SELECT deps FROM task WHERE num = ?1")
+        .and_then(|mut s| s.query_row([id.num() as i64], |r| r.get(0)).optional())
+        .map_err(backend)?;
+    Ok(text.map(|t| rows::parse_deps(&t)))
+}
+
+/// Runs the DAG check with a lookup into the ledger, turning the first lookup failure into an error.
+fn check_deps(tx: &Transaction<'_>, changes: &[NewDeps], refuse_unknown: bool) -> Result<Result<(), daicho_core::dag::DagError>> {
+    let mut failure: Option<StoreError> = None;
+    let outcome = check_new_deps(changes, refuse_unknown, |id| match stored_deps(tx, id) {
+        Ok(deps) => deps,
+        Err(e) => {
+            failure.get_or_insert(e);
+            None
+        }
+    });
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(outcome),
+    }
+}
+
+fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
+    // The rows the items can match: by key, and by requested id.
+    let mut existing: Vec<Task> = Vec::new();
+    {
+        let mut seen: HashSet<u64> = HashSet::new();
+        let mut keys: HashSet<String> = HashSet::new();
+        let mut by_key = tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE key = ?1")).map_err(backend)?;
+        let mut by_num = tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = ?1")).map_err(backend)?;
+        for item in &batch.items {
+            if item.title.trim().is_empty() {
+                continue;
+            }
+            let key = dedupe_key(&item.source, &item.title);
+            if keys.insert(key.clone()) {
+                if let Some(task) = by_key.query_row([&key], read_task).optional().map_err(backend)? {
+                    if seen.insert(task.id.num()) {
+                        existing.push(task);
+                    }
+                }
+            }
+            if let Some(id) = item.ref_id.as_deref().and_then(TaskId::parse) {
+                if seen.contains(&id.num()) {
+                    continue;
+                }
+                if let Some(task) = by_num.query_row([id.num() as i64], read_task).optional().map_err(backend)? {
+                    seen.insert(task.id.num());
+                    existing.push(task);
+                }
+            }
+        }
+    }
+    let next_id: i64 = tx.query_row("SELECT value FROM meta WHERE name = 'next_id'", [], |r| r.get(0)).map_err(backend)?;
+    let plan = merge_plan(&existing, &batch.items, batch.now, next_id as u64);
+
+    if let Some(unresolved) = plan.unresolved.first() {
+        return Err(StoreError::InvalidInput(InputError::new(
+            &batch.file,
+            unresolved.line,
+            format!(
+                "depends on '{}', which names no task of this input and is not a task id",
+                unresolved.reference
+            ),
+        )));
+    }
+    let mut changes: Vec<NewDeps> = plan
+        .add
+        .iter()
+        .map(|a| NewDeps { task: a.task.id, deps: a.task.deps.clone(), line: a.line })
+        .collect();
+    changes.extend(plan.patch.iter().filter_map(|p| {
+        p.fields.deps.as_ref().map(|deps| NewDeps { task: p.id, deps: deps.clone(), line: p.line })
+    }));
+    check_deps(tx, &changes, batch.unknown_deps == UnknownDeps::Refuse)?.map_err(|e| dag_error_in(&batch.file, e))?;
+
+    let actor = batch.actor.to_string();
+    let mut report = UpsertReport::default();
+    let mut recount: Vec<TaskId> = Vec::new();
+    for addition in &plan.add {
+        let task = &addition.task;
+        rows::insert_task(tx, task).map_err(|e| match e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+                StoreError::Conflict(format!("{} or its key is already in the ledger", task.id))
+            }
+            other => backend(other),
+        })?;
+        rows::replace_deps(tx, task.id, &task.deps).map_err(backend)?;
+        journal(tx, batch.now, task.id, &actor, "add", &Default::default(), &row_fields(task))?;
+        report.added.push(task.id);
+        recount.push(task.id);
+    }
+    let by_id: std::collections::HashMap<TaskId, &Task> = existing.iter().map(|t| (t.id, t)).collect();
+    for patch in &plan.patch {
+        let before = by_id[&patch.id];
+        let mut after = before.clone();
+        patch.fields.apply_to(&mut after);
+        after.updated_at = batch.now;
+        rows::update_task(tx, &after).map_err(backend)?;
+        if patch.fields.deps.is_some() {
+            rows::replace_deps(tx, after.id, &after.deps).map_err(backend)?;
+            recount.push(after.id);
+        }
+        let (b, a) = changed_fields(before, &after);
+        journal(tx, batch.now, after.id, &actor, "patch", &b, &a)?;
+        report.updated.push(after.id);
+    }
+    // Rows that waited for a just-added id that arrives satisfied have one unmet dep fewer.
+    for addition in plan.add.iter().filter(|a| a.task.status.satisfies_deps()) {
+        rows::shift_dependents(tx, addition.task.id, -1).map_err(backend)?;
+    }
+    for id in recount {
+        rows::recount_unmet(tx, id).map_err(backend)?;
+    }
+    tx.execute("UPDATE meta SET value = ?1 WHERE name = 'next_id'", [plan.next_id.max(next_id as u64) as i64])
+        .map_err(backend)?;
+    report.skipped = plan
+        .skip
+        .iter()
+        .map(|s| SkippedItem { line: s.line, title: s.title.clone(), id: s.id, reason: s.reason.to_string() })
+        .collect();
+    Ok(report)
+}
+
+fn edit_in(tx: &Transaction<'_>, id: TaskId, edit: &TaskEdit, actor: &Actor, now: Timestamp) -> Result<Task> {
+    let before = get_task(tx, id)?.ok_or(StoreError::NotFound(id))?;
+    let after = edit.apply(&before, now);
+    if after == before {
+        return Ok(before);
+    }
+    let deps_changed = after.deps != before.deps;
+    if deps_changed {
+        let change = NewDeps { task: id, deps: after.deps.clone(), line: None };
+        check_deps(tx, &[change], true)??;
+    }
+    rows::update_task(tx, &after).map_err(backend)?;
+    if before.status.satisfies_deps() != after.status.satisfies_deps() {
+        let delta = if after.status.satisfies_deps() { -1 } else { 1 };
+        rows::shift_dependents(tx, id, delta).map_err(backend)?;
+    }
+    if deps_changed {
+        rows::replace_deps(tx, id, &after.deps).map_err(backend)?;
+        rows::recount_unmet(tx, id).map_err(backend)?;
+    }
+    let (b, a) = changed_fields(&before, &after);
+    journal(tx, now, id, &actor.to_string(), "edit", &b, &a)?;
+    get_task(tx, id)?.ok_or(StoreError::NotFound(id))
+}
+
+fn journal(
+    tx: &Transaction<'_>,
+    at: Timestamp,
+    task: TaskId,
+    actor: &str,
+    kind: &str,
+    before: &serde_json::Map<String, serde_json::Value>,
+    after: &serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
+    let encode = |m: &serde_json::Map<String, serde_json::Value>| serde_json::to_string(m).unwrap_or_else(|_| "{}".into());
+    tx.prepare_cached(
+        "INSERT INTO journal (at, task, task_id, actor, kind, before, after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![micros(at), task.num() as i64, task.to_string(), actor, kind, encode(before), encode(after)])
+    })
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// Whether `ready`'s query is served by the `task_ready` index without a sort (for tests).
+pub async fn ready_query_plan(store: &SqliteStore) -> Result<String> {
+    store
+        .with_conn(|conn| {
+            let sql = format!("EXPLAIN QUERY PLAN SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT 10");
+            let mut stmt = conn.prepare(&sql).map_err(backend)?;
+            let lines = stmt
+                .query_map([0i64], |r| r.get::<_, String>(3))
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<String>>>())
+                .map_err(backend)?;
+            Ok(lines.join("\n"))
+        })
+        .await
+}
+

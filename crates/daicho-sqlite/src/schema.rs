@@ -1,0 +1,91 @@
+//! The SQLite schema and its migrations (`PRAGMA user_version` counts the applied ones).
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use daicho_store::{Result, StoreError};
+
+use crate::backend;
+
+/// Migrations in order; the n-th brings the schema to version n + 1. Never edit a released
+/// one: add another.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE task (
+    num              INTEGER PRIMARY KEY,
+    id_width         INTEGER NOT NULL,
+    project          TEXT    NOT NULL DEFAULT '',
+    status           TEXT    NOT NULL,
+    run              INTEGER NOT NULL DEFAULT 0,
+    title            TEXT    NOT NULL,
+    body             TEXT    NOT NULL DEFAULT '',
+    source           TEXT    NOT NULL DEFAULT '',
+    evidence         TEXT    NOT NULL DEFAULT '',
+    due              TEXT,
+    assignee         TEXT    NOT NULL DEFAULT '',
+    work_type        TEXT    NOT NULL DEFAULT '',
+    priority         INTEGER NOT NULL DEFAULT 0,
+    not_before       INTEGER,
+    action           TEXT    NOT NULL DEFAULT '',
+    result           TEXT    NOT NULL DEFAULT '',
+    run_at           INTEGER,
+    correction       TEXT    NOT NULL DEFAULT '',
+    deps             TEXT    NOT NULL DEFAULT '',
+    tags             TEXT    NOT NULL DEFAULT '',
+    key              TEXT    NOT NULL,
+    failures         INTEGER NOT NULL DEFAULT 0,
+    refresh          INTEGER NOT NULL DEFAULT 0,
+    attempt          INTEGER NOT NULL DEFAULT 0,
+    lease_owner      TEXT,
+    lease_expires_at INTEGER,
+    unmet_deps       INTEGER NOT NULL DEFAULT 0,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX task_key ON task (key);
+CREATE INDEX task_ready ON task (status, unmet_deps, priority DESC, num);
+CREATE INDEX task_project ON task (project, num);
+CREATE INDEX task_source ON task (source, num);
+
+CREATE TABLE task_dep (
+    task INTEGER NOT NULL,
+    dep  INTEGER NOT NULL,
+    PRIMARY KEY (task, dep)
+) WITHOUT ROWID;
+CREATE INDEX task_dep_reverse ON task_dep (dep, task);
+
+CREATE TABLE journal (
+    seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+    at      INTEGER NOT NULL,
+    task    INTEGER NOT NULL,
+    task_id TEXT    NOT NULL,
+    actor   TEXT    NOT NULL,
+    kind    TEXT    NOT NULL,
+    before  TEXT    NOT NULL,
+    after   TEXT    NOT NULL
+);
+CREATE INDEX journal_task ON journal (task, seq);
+
+CREATE TABLE meta (
+    name  TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO meta (name, value) VALUES ('next_id', 1);
+"#];
+
+/// Brings the schema up to date in one immediate transaction (so two processes opening a new
+/// ledger at once migrate it once).
+pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+    let version: usize =
+        tx.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).map_err(backend)? as usize;
+    if version > MIGRATIONS.len() {
+        return Err(StoreError::Backend(format!(
+            "the ledger has schema version {version}, newer than this daicho knows ({}); upgrade daicho",
+            MIGRATIONS.len()
+        )));
+    }
+    for sql in &MIGRATIONS[version..] {
+        tx.execute_batch(sql).map_err(backend)?;
+    }
+    tx.pragma_update(None, "user_version", MIGRATIONS.len() as i64).map_err(backend)?;
+    tx.commit().map_err(backend)
+}

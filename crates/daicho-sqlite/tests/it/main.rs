@@ -1,0 +1,65 @@
+//! Integration tests of the SQLite backend: the store contract suite and SQLite specifics.
+
+use daicho_sqlite::{SqliteOptions, SqliteStore};
+use daicho_store::contract::Backend;
+
+/// A fresh ledger file in a temporary directory of its own.
+struct SqliteBackend {
+    dir: tempfile::TempDir,
+}
+
+impl SqliteBackend {
+    fn temp() -> SqliteBackend {
+        SqliteBackend { dir: tempfile::tempdir().expect("a temporary directory") }
+    }
+}
+
+impl Backend for SqliteBackend {
+    type Store = SqliteStore;
+
+    async fn open(&self) -> SqliteStore {
+        SqliteStore::open(self.dir.path().join("ledger.db"), SqliteOptions::default()).await.expect("open the ledger")
+    }
+}
+
+daicho_store::store_contract_tests!(SqliteBackend::temp());
+
+mod sqlite_specifics {
+    use super::*;
+    use daicho_store::{Batch, Store, UnknownDeps};
+
+    #[tokio::test]
+    async fn ready_is_an_index_range_scan_without_a_sort() {
+        let backend = SqliteBackend::temp();
+        let store = backend.open().await;
+        let plan = daicho_sqlite::ready_query_plan(&store).await.unwrap();
+        assert!(plan.contains("USING INDEX task_ready"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "ready must not sort: {plan}");
+        assert!(!plan.contains("SCAN task"), "ready must not scan the table: {plan}");
+    }
+
+    #[tokio::test]
+    async fn the_ledger_uses_wal_and_survives_reopen_with_unmet_counts() {
+        let backend = SqliteBackend::temp();
+        let store = backend.open().await;
+        let mut a = daicho_core::Item::new("a", "s");
+        a.ref_id = Some("T-0001".into());
+        let mut b = daicho_core::Item::new("b", "s");
+        b.deps = vec!["T-0001".into()];
+        let batch = Batch {
+            items: vec![a, b],
+            actor: daicho_core::Actor::System,
+            now: jiff::Timestamp::UNIX_EPOCH,
+            file: "x".into(),
+            unknown_deps: UnknownDeps::Refuse,
+        };
+        store.upsert(batch).await.unwrap();
+        drop(store);
+        let store = backend.open().await;
+        let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
+        let mode: String = raw.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+        assert_eq!(mode, "wal", "the ledger file is in WAL mode");
+        let ready = store.ready(jiff::Timestamp::UNIX_EPOCH, 10).await.unwrap();
+        assert_eq!(ready.tasks.len(), 1, "T-0002 still waits for T-0001 after a reopen");
+    }
+}

@@ -1,0 +1,364 @@
+//! The contract test suite, written once and run against every backend.
+//!
+//! A backend's test file instantiates it in one line:
+//!
+//! ```ignore
+//! daicho_store::store_contract_tests!(SqliteBackend::temp());
+//! ```
+//!
+//! where the expression gives a fresh [`Backend`] (an empty database of its own). Each test
+//! function here takes that backend, opens stores on it (opening again is a restart) and
+//! panics with a message when the contract is broken.
+
+use std::future::Future;
+
+use daicho_core::dag;
+use daicho_core::edit::TaskEdit;
+use daicho_core::{Actor, Item, Status, Task, TaskId};
+use jiff::{SignedDuration, Timestamp};
+
+use crate::{Batch, ListFilter, Store, StoreError, UnknownDeps};
+
+/// A fresh database of one backend; every [`Backend::open`] opens it again.
+pub trait Backend {
+    /// The store type.
+    type Store: Store;
+    /// Opens a store on this database: a first open, or a restart.
+    fn open(&self) -> impl Future<Output = Self::Store>;
+}
+
+/// Instantiates the contract suite for a backend: one `#[tokio::test]` per contract test.
+#[macro_export]
+macro_rules! store_contract_tests {
+    ($backend:expr) => {
+        $crate::store_contract_tests!(@tests $backend;
+            ids_are_stable_across_restarts,
+            ids_are_never_given_twice,
+            journal_entry_per_mutation,
+            push_is_idempotent,
+            ready_order_and_deps,
+            ready_matches_the_definition_after_every_step,
+            missing_dep_blocks_until_it_arrives,
+            refused_batch_changes_nothing,
+            unknown_deps_follow_the_policy,
+            closed_rows_untouched_by_upsert,
+            edit_reads_back_and_refuses_cycles,
+            list_filters,
+        );
+    };
+    (@tests $backend:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let backend = $backend;
+                $crate::contract::$name(&backend).await;
+            }
+        )*
+    };
+}
+
+fn t0() -> Timestamp {
+    Timestamp::from_second(1_800_000_000).expect("a valid instant")
+}
+
+fn item(title: &str) -> Item {
+    Item::new(title, "contract")
+}
+
+fn with_id(title: &str, id: &str, deps: &[&str]) -> Item {
+    let mut item = item(title);
+    item.ref_id = Some(id.to_owned());
+    item.deps = deps.iter().map(|d| (*d).to_owned()).collect();
+    item
+}
+
+fn batch(items: Vec<Item>) -> Batch {
+    Batch {
+        items,
+        actor: Actor::Push("contract".into()),
+        now: t0(),
+        file: "contract.json".into(),
+        unknown_deps: UnknownDeps::Refuse,
+    }
+}
+
+fn id(text: &str) -> TaskId {
+    TaskId::parse(text).expect("a task id")
+}
+
+async fn all<S: Store>(store: &S) -> Vec<Task> {
+    store.list(ListFilter::default()).await.expect("list")
+}
+
+async fn set_status<S: Store>(store: &S, task: TaskId, status: Status) -> Task {
+    let edit = TaskEdit { status: Some(status), ..TaskEdit::default() };
+    store.edit(task, edit, Actor::Human("tester".into()), t0()).await.expect("edit")
+}
+
+/// Ids survive a restart unchanged; a requested `T-500` is kept; the counter resumes past it.
+pub async fn ids_are_stable_across_restarts<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let report = store
+        .upsert(batch(vec![item("first"), with_id("imported", "T-500", &[]), item("third")]))
+        .await
+        .expect("upsert");
+    let shown: Vec<String> = report.added.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["T-0501", "T-500", "T-0502"], "T-500 kept; fresh ids count on from it");
+    let before = all(&store).await;
+    drop(store);
+
+    let store = backend.open().await;
+    assert_eq!(all(&store).await, before, "a restart reads back the same rows");
+    let report = store.upsert(batch(vec![item("after restart")])).await.expect("upsert");
+    assert_eq!(report.added[0].to_string(), "T-0503");
+    let got = store.get(id("T-500")).await.expect("get").expect("T-500 exists");
+    assert_eq!((got.title.as_str(), got.id.to_string().as_str()), ("imported", "T-500"));
+    assert_eq!(store.get(id("T-0500")).await.expect("get").map(|t| t.title), Some("imported".into()));
+}
+
+/// A requested id that is taken gets a fresh one; fresh ids never repeat.
+pub async fn ids_are_never_given_twice<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    store.upsert(batch(vec![with_id("a", "T-0001", &[])])).await.expect("upsert");
+    let report = store.upsert(batch(vec![with_id("b", "T-0001", &[])])).await.expect("upsert");
+    assert_eq!(report.added, [id("T-0002")], "T-0001 is taken by 'a'");
+    let mut seen = std::collections::HashSet::new();
+    for round in 0..5 {
+        let report = store.upsert(batch(vec![item(&format!("r{round}"))])).await.expect("upsert");
+        for added in report.added {
+            assert!(seen.insert(added), "{added} given twice");
+        }
+    }
+    assert_eq!(all(&store).await.len(), 7);
+}
+
+/// Every mutation has its journal entry; a no-op writes none.
+pub async fn journal_entry_per_mutation<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let report = store.upsert(batch(vec![item("journaled")])).await.expect("upsert");
+    let task = report.added[0];
+    let entries = store.journal(task).await.expect("journal");
+    assert_eq!(entries.len(), 1);
+    assert_eq!((entries[0].kind.as_str(), entries[0].actor.as_str()), ("add", "push:contract"));
+    assert_eq!(entries[0].after["title"], "journaled");
+
+    let mut fill = item("journaled");
+    fill.body = "filled by sync".into();
+    let mut sync = batch(vec![fill]);
+    sync.actor = Actor::Sync("sheet".into());
+    let report = store.upsert(sync).await.expect("upsert");
+    assert_eq!(report.updated, [task]);
+    set_status(&store, task, Status::Review).await;
+    let edit = TaskEdit { status: Some(Status::Review), ..TaskEdit::default() };
+    store.edit(task, edit, Actor::Human("tester".into()), t0()).await.expect("no-op edit");
+
+    let entries = store.journal(task).await.expect("journal");
+    let kinds: Vec<(&str, &str)> = entries.iter().map(|e| (e.kind.as_str(), e.actor.as_str())).collect();
+    assert_eq!(kinds, [("add", "push:contract"), ("patch", "sync:sheet"), ("edit", "human:tester")]);
+    assert_eq!(entries[1].before["body"], "");
+    assert_eq!(entries[1].after["body"], "filled by sync");
+    assert_eq!(entries[2].before["status"], "pending");
+    assert_eq!(entries[2].after["status"], "review");
+    assert!(entries.windows(2).all(|w| w[0].seq < w[1].seq));
+}
+
+/// The same push twice: the second adds 0 and updates 0 (M8 through the store).
+pub async fn push_is_idempotent<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let items = vec![
+        with_id("t1 土台", "t1", &[]),
+        with_id("t2 パーサー", "t2", &["t1"]),
+        with_id("t3 テスト", "t3", &["t1"]),
+    ];
+    let first = store.upsert(batch(items.clone())).await.expect("first");
+    assert_eq!((first.added.len(), first.updated.len()), (3, 0));
+    let second = store.upsert(batch(items)).await.expect("second");
+    assert_eq!((second.added.len(), second.updated.len(), second.skipped.len()), (0, 0, 3));
+    assert_eq!(all(&store).await.len(), 3);
+    let t2 = store.get(first.added[1]).await.expect("get").expect("t2");
+    assert_eq!(t2.deps, [first.added[0]], "local ids resolve to ledger ids");
+}
+
+/// D1: ready needs every dep done or dropped; order is priority, then id.
+pub async fn ready_order_and_deps<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let items = vec![
+        with_id("t1", "T-0001", &[]),
+        with_id("t2", "T-0002", &["T-0001"]),
+        with_id("t3", "T-0003", &["T-0001"]),
+        with_id("t4", "T-0004", &["T-0002", "T-0003"]),
+        with_id("t5", "T-0005", &["T-0004"]),
+    ];
+    store.upsert(batch(items)).await.expect("upsert");
+    let ready = |limit| store.ready(t0(), limit);
+    let ids = |set: crate::ReadySet| set.tasks.into_iter().map(|t| t.id.to_string()).collect::<Vec<_>>();
+    assert_eq!(ids(ready(10).await.expect("ready")), ["T-0001"]);
+    set_status(&store, id("T-0001"), Status::Done).await;
+    let set = ready(1).await.expect("ready");
+    assert_eq!(set.total, 2);
+    assert_eq!(ids(set), ["T-0002"], "a single worker takes T-0002 before T-0003");
+    set_status(&store, id("T-0002"), Status::Done).await;
+    assert_eq!(ids(ready(10).await.expect("ready")), ["T-0003"], "t4 waits for t3 too");
+    set_status(&store, id("T-0003"), Status::Dropped).await;
+    assert_eq!(ids(ready(10).await.expect("ready")), ["T-0004"], "dropped satisfies a dep");
+    set_status(&store, id("T-0003"), Status::Pending).await;
+    assert_eq!(ids(ready(10).await.expect("ready")), ["T-0003"], "reopening a dep blocks again");
+    let edit = TaskEdit { priority: Some(9), ..TaskEdit::default() };
+    let mut urgent = item("urgent");
+    urgent.priority = 0;
+    let report = store.upsert(batch(vec![urgent])).await.expect("upsert");
+    store.edit(report.added[0], edit, Actor::Human("t".into()), t0()).await.expect("edit");
+    assert_eq!(ids(ready(10).await.expect("ready")), [report.added[0].to_string(), "T-0003".into()]);
+
+    let mut later = item("later");
+    later.not_before = Some(t0() + SignedDuration::from_hours(1));
+    let report = store.upsert(batch(vec![later])).await.expect("upsert");
+    let at = |t| store.ready(t, 10);
+    assert!(!at(t0()).await.expect("ready").tasks.iter().any(|t| t.id == report.added[0]));
+    let in_two_hours = at(t0() + SignedDuration::from_hours(2)).await.expect("ready");
+    assert!(in_two_hours.tasks.iter().any(|t| t.id == report.added[0]), "D5: ready once due");
+}
+
+/// After a scripted mix of adds, edits and syncs, the store's ready set equals the definition.
+pub async fn ready_matches_the_definition_after_every_step<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let mut items = Vec::new();
+    for n in 1..=12u64 {
+        let deps: Vec<String> = [n / 2, n / 3].iter().filter(|&&d| d > 0 && d < n).map(|d| format!("T-{d:04}")).collect();
+        let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
+        let mut it = with_id(&format!("n{n}"), &format!("T-{n:04}"), &deps);
+        it.priority = (n % 3) as i64;
+        items.push(it);
+    }
+    store.upsert(batch(items)).await.expect("upsert");
+    let steps = [
+        (1, Status::Done),
+        (2, Status::Done),
+        (3, Status::Dropped),
+        (2, Status::Pending),
+        (4, Status::NeedsHuman),
+        (2, Status::Done),
+        (5, Status::Review),
+        (6, Status::Done),
+        (4, Status::Done),
+        (1, Status::Pending),
+    ];
+    for (n, status) in steps {
+        set_status(&store, TaskId::new(n), status).await;
+        let rows = all(&store).await;
+        let want = dag::ready(&rows, t0());
+        let got: Vec<TaskId> = store.ready(t0(), 100).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+        assert_eq!(got, want, "after setting T-{n:04} to {status}");
+    }
+}
+
+/// A dep on an id that arrives later blocks until the dep is done.
+pub async fn missing_dep_blocks_until_it_arrives<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let mut keep = batch(vec![with_id("waits", "T-0010", &["T-0020"])]);
+    keep.unknown_deps = UnknownDeps::Keep;
+    store.upsert(keep).await.expect("kept with a missing dep");
+    assert_eq!(store.ready(t0(), 10).await.expect("ready").total, 0, "blocked by a missing task");
+    let mut arrives = with_id("arrives", "T-0020", &[]);
+    arrives.status = Some(Status::Done);
+    store.upsert(batch(vec![arrives])).await.expect("upsert");
+    let ready = store.ready(t0(), 10).await.expect("ready");
+    assert_eq!(ready.tasks.iter().map(|t| t.id.to_string()).collect::<Vec<_>>(), ["T-0010"]);
+}
+
+/// A batch refused for a cycle, an unknown dep or an unresolved ref writes nothing.
+pub async fn refused_batch_changes_nothing<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    store.upsert(batch(vec![with_id("base", "T-0001", &[])])).await.expect("upsert");
+    let before = all(&store).await;
+    let mut cycle = vec![item("fresh row"), with_id("a", "T-0002", &["T-0003"]), with_id("b", "T-0003", &["T-0002"])];
+    cycle[2].line = Some(3);
+    cycle[1].line = Some(2);
+    let err = store.upsert(batch(cycle)).await.expect_err("a cycle is refused");
+    let message = err.to_string();
+    assert!(message.contains("dependency cycle: T-0002 → T-0003 → T-0002"), "{message}");
+    assert!(message.starts_with("contract.json:2: "), "{message}");
+    let unresolved = store.upsert(batch(vec![with_id("x", "t1", &["t9"])])).await.expect_err("unresolved");
+    assert!(unresolved.to_string().contains("t9"), "{unresolved}");
+    assert_eq!(all(&store).await, before, "nothing written");
+    let journal = store.journal(TaskId::new(2)).await.expect("journal");
+    assert!(journal.is_empty(), "no journal entry for a refused row");
+    let report = store.upsert(batch(vec![item("next")])).await.expect("upsert");
+    assert_eq!(report.added, [TaskId::new(2)], "the refused batch used no id");
+}
+
+/// D2: a dep on an unknown id is refused by default and kept with `UnknownDeps::Keep`.
+pub async fn unknown_deps_follow_the_policy<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let err = store.upsert(batch(vec![with_id("x", "T-0001", &["T-0404"])])).await.expect_err("refused");
+    assert!(matches!(err, StoreError::InvalidInput(_)), "{err:?}");
+    assert!(err.to_string().contains("T-0404, which is not in the ledger"), "{err}");
+    let mut keep = batch(vec![with_id("x", "T-0001", &["T-0404"])]);
+    keep.unknown_deps = UnknownDeps::Keep;
+    store.upsert(keep).await.expect("kept");
+    assert_eq!(all(&store).await[0].deps, [id("T-0404")]);
+}
+
+/// M3 through the store: closed rows are never touched by an upsert.
+pub async fn closed_rows_untouched_by_upsert<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let report = store.upsert(batch(vec![item("closed")])).await.expect("upsert");
+    let task = set_status(&store, report.added[0], Status::Done).await;
+    let mut again = item("closed");
+    again.body = "new".into();
+    again.refresh = true;
+    let report = store.upsert(batch(vec![again])).await.expect("upsert");
+    assert!(report.updated.is_empty());
+    assert!(report.skipped[0].reason.contains("done"), "{:?}", report.skipped);
+    assert_eq!(store.get(task.id).await.expect("get").expect("row"), task);
+}
+
+/// F1 through the store: an edit is read back; cycles and unknown ids are refused.
+pub async fn edit_reads_back_and_refuses_cycles<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    store
+        .upsert(batch(vec![with_id("a", "T-0001", &[]), with_id("b", "T-0002", &["T-0001"])]))
+        .await
+        .expect("upsert");
+    let edit = TaskEdit {
+        status: Some(Status::Review),
+        correction: Some("make it shorter".into()),
+        run: Some(true),
+        ..TaskEdit::default()
+    };
+    let stored = store.edit(id("T-0001"), edit, Actor::Human("p".into()), t0()).await.expect("edit");
+    assert_eq!((stored.status, stored.correction.as_str(), stored.run), (Status::Review, "make it shorter", true));
+    assert_eq!(store.get(id("T-0001")).await.expect("get"), Some(stored));
+
+    let cycle = TaskEdit { deps: Some(vec![id("T-0002")]), ..TaskEdit::default() };
+    let err = store.edit(id("T-0001"), cycle, Actor::Human("p".into()), t0()).await.expect_err("cycle");
+    assert!(err.to_string().contains("T-0001 → T-0002 → T-0001"), "{err}");
+    let unknown = TaskEdit { deps: Some(vec![id("T-0099")]), ..TaskEdit::default() };
+    let err = store.edit(id("T-0001"), unknown, Actor::Human("p".into()), t0()).await.expect_err("unknown");
+    assert!(matches!(err, StoreError::Dag(_)), "{err:?}");
+    let missing = store.edit(id("T-0404"), TaskEdit::default(), Actor::System, t0()).await;
+    assert!(matches!(missing, Err(StoreError::NotFound(_))));
+    assert_eq!(store.get(id("T-0001")).await.expect("get").expect("row").deps, Vec::<TaskId>::new());
+}
+
+/// `list` filters by project, status, source and tag, ordered by id.
+pub async fn list_filters<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let mut a = item("a");
+    a.project = "PJ-01".into();
+    a.tags = "ai".split(',').collect();
+    let mut b = item("b");
+    b.project = "PJ-02".into();
+    b.source = "sheet".into();
+    let mut c = item("c");
+    c.project = "PJ-01".into();
+    c.status = Some(Status::Done);
+    store.upsert(batch(vec![a, b, c])).await.expect("upsert");
+    let titles = |rows: Vec<Task>| rows.into_iter().map(|t| t.title).collect::<Vec<_>>();
+    let list = |filter| store.list(filter);
+    assert_eq!(titles(list(ListFilter { project: Some("PJ-01".into()), ..ListFilter::default() }).await.expect("list")), ["a", "c"]);
+    assert_eq!(titles(list(ListFilter { statuses: vec![Status::Done], ..ListFilter::default() }).await.expect("list")), ["c"]);
+    assert_eq!(titles(list(ListFilter { source: Some("sheet".into()), ..ListFilter::default() }).await.expect("list")), ["b"]);
+    assert_eq!(titles(list(ListFilter { tag: Some("ai".into()), ..ListFilter::default() }).await.expect("list")), ["a"]);
+    assert_eq!(titles(list(ListFilter { limit: Some(2), ..ListFilter::default() }).await.expect("list")), ["a", "b"]);
+}
