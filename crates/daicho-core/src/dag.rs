@@ -172,10 +172,8 @@ pub fn check_new_deps(
 
 /// Finds a cycle in a whole graph (for `doctor` and for tests), smallest start id first.
 pub fn find_cycle(graph: &BTreeMap<TaskId, Vec<TaskId>>) -> Option<Vec<TaskId>> {
-    let changes: Vec<NewDeps> = graph
-        .iter()
-        .map(|(&task, deps)| NewDeps { task, deps: deps.clone(), line: None })
-        .collect();
+    let changes: Vec<NewDeps> =
+        graph.iter().map(|(&task, deps)| NewDeps { task, deps: deps.clone(), line: None }).collect();
     match check_new_deps(&changes, false, |_| None) {
         Err(DagError::Cycle { path, .. }) => Some(path),
         _ => None,

@@ -41,11 +41,7 @@ pub fn decode_utf8<'a>(bytes: &'a [u8], file: &str) -> Result<&'a str, InputErro
     std::str::from_utf8(bytes).map_err(|e| {
         let at = e.valid_up_to();
         let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-        InputError::new(
-            file,
-            Some(line),
-            format!("invalid UTF-8 at byte {at} (the file must be UTF-8 text)"),
-        )
+        InputError::new(file, Some(line), format!("invalid UTF-8 at byte {at} (the file must be UTF-8 text)"))
     })
 }
 

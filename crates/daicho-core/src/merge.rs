@@ -203,7 +203,9 @@ impl std::fmt::Display for SkipReason {
             SkipReason::DuplicateInInput { first_index } => {
                 write!(f, "duplicate key in this input; item #{} wins", first_index + 1)
             }
-            SkipReason::Closed(status) => write!(f, "row is {status}; closed rows are never touched"),
+            SkipReason::Closed(status) => {
+                write!(f, "row is {status}; closed rows are never touched")
+            }
             SkipReason::Unchanged => f.write_str("unchanged: the row already has these values"),
         }
     }
@@ -262,24 +264,22 @@ pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id:
             continue;
         }
         let key = dedupe_key(&item.source, &item.title);
-        if let Some(row) = by_key.get(key.as_str()) {
-            if first_by_key.contains_key(&key) {
-                let first_index = first_by_key[&key];
-                fates.push(Fate::Skip(SkipReason::DuplicateInInput { first_index }, Some(row.id)));
-            } else if row.status.is_closed() {
-                first_by_key.insert(key, index);
-                fates.push(Fate::Skip(SkipReason::Closed(row.status), Some(row.id)));
-            } else {
-                first_by_key.insert(key, index);
-                fates.push(Fate::Patch(row));
-            }
-            continue;
-        }
+        let row = by_key.get(key.as_str()).copied();
         if let Some(&first_index) = first_by_key.get(&key) {
-            fates.push(Fate::Skip(SkipReason::DuplicateInInput { first_index }, None));
+            // M7: the first item with a key wins.
+            let reason = SkipReason::DuplicateInInput { first_index };
+            fates.push(Fate::Skip(reason, row.map(|r| r.id)));
             continue;
         }
         first_by_key.insert(key, index);
+        if let Some(row) = row {
+            fates.push(if row.status.is_closed() {
+                Fate::Skip(SkipReason::Closed(row.status), Some(row.id))
+            } else {
+                Fate::Patch(row)
+            });
+            continue;
+        }
         let requested = item
             .ref_id
             .as_deref()
@@ -327,13 +327,9 @@ pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id:
     let mut plan = Plan { next_id, ..Plan::default() };
     for (index, (item, fate)) in incoming.iter().zip(fates).enumerate() {
         match fate {
-            Fate::Skip(reason, id) => plan.skip.push(Skip {
-                index,
-                line: item.line,
-                title: item.title.clone(),
-                id,
-                reason,
-            }),
+            Fate::Skip(reason, id) => {
+                plan.skip.push(Skip { index, line: item.line, title: item.title.clone(), id, reason })
+            }
             Fate::Patch(row) => {
                 let deps = resolve_deps(item, index, &refs, &mut plan.unresolved);
                 let fields = fill_empty_cells(row, item, deps);
@@ -352,11 +348,7 @@ pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id:
             Fate::Add(id) => {
                 let id = id.expect("pass 2 assigns an id to every addition");
                 let deps = resolve_deps(item, index, &refs, &mut plan.unresolved);
-                plan.add.push(Addition {
-                    task: new_row(id, item, deps, now),
-                    index,
-                    line: item.line,
-                });
+                plan.add.push(Addition { task: new_row(id, item, deps, now), index, line: item.line });
             }
         }
     }
@@ -398,11 +390,7 @@ fn resolve_deps(
         match id {
             Some(id) if !deps.contains(&id) => deps.push(id),
             Some(_) => {}
-            None => unresolved.push(UnresolvedDep {
-                index,
-                line: item.line,
-                reference: reference.clone(),
-            }),
+            None => unresolved.push(UnresolvedDep { index, line: item.line, reference: reference.clone() }),
         }
     }
     deps
@@ -646,7 +634,16 @@ mod tests {
         assert_eq!(ids, ["T-0778", "T-0777", "T-0779"], "T-500 is taken, T-0777 is free");
         assert_eq!(plan.add[1].task.deps, [TaskId::new(778), TaskId::new(779)], "refs name the batch's rows");
         assert_eq!(plan.next_id, 780);
-        let unknown = merge_plan(&[], &[{ let mut i = Item::new("x", "s"); i.deps = vec!["t404".into()]; i }], now(), 1);
+        let unknown = merge_plan(
+            &[],
+            &[{
+                let mut i = Item::new("x", "s");
+                i.deps = vec!["t404".into()];
+                i
+            }],
+            now(),
+            1,
+        );
         assert_eq!(unknown.unresolved[0].reference, "t404");
     }
 

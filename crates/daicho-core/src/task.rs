@@ -29,14 +29,8 @@ pub enum Status {
 
 impl Status {
     /// Every status, in lifecycle order.
-    pub const ALL: [Status; 6] = [
-        Status::Pending,
-        Status::Running,
-        Status::Review,
-        Status::Done,
-        Status::Dropped,
-        Status::NeedsHuman,
-    ];
+    pub const ALL: [Status; 6] =
+        [Status::Pending, Status::Running, Status::Review, Status::Done, Status::Dropped, Status::NeedsHuman];
 
     /// The English wire name (`needs_human`).
     pub fn as_str(self) -> &'static str {

@@ -83,7 +83,7 @@ impl SqliteStore {
     pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore> {
         let path = path.as_ref().to_owned();
         let store = SqliteStore { inner: Arc::new(Inner { path, options, idle: Mutex::new(Vec::new()) }) };
-        store.with_conn(|conn| schema::migrate(conn)).await?;
+        store.with_conn(schema::migrate).await?;
         Ok(store)
     }
 
@@ -100,16 +100,17 @@ impl SqliteStore {
     {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
-            let taken = inner.idle.lock().map_err(|_| StoreError::Backend("connection pool poisoned".into()))?.pop();
+            let taken =
+                inner.idle.lock().map_err(|_| StoreError::Backend("connection pool poisoned".into()))?.pop();
             let mut conn = match taken {
                 Some(conn) => conn,
                 None => open_connection(&inner.path, &inner.options)?,
             };
             let result = f(&mut conn);
-            if conn.is_autocommit() {
-                if let Ok(mut idle) = inner.idle.lock() {
-                    idle.push(conn);
-                }
+            if conn.is_autocommit()
+                && let Ok(mut idle) = inner.idle.lock()
+            {
+                idle.push(conn);
             }
             result
         })
@@ -119,7 +120,8 @@ impl SqliteStore {
 }
 
 fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let flags =
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)
         .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
     conn.busy_timeout(options.busy_timeout).map_err(backend)?;
@@ -159,13 +161,15 @@ impl Store for SqliteStore {
     async fn ready(&self, now: Timestamp, limit: usize) -> Result<ReadySet> {
         self.with_conn(move |conn| {
             let tx = conn.transaction().map_err(backend)?;
-            let now = now.as_microsecond() as i64;
+            let now = now.as_microsecond();
             let total: i64 = tx
                 .prepare_cached(&format!("SELECT count(*) FROM task WHERE {READY_WHERE}"))
                 .and_then(|mut s| s.query_row([now], |r| r.get(0)))
                 .map_err(backend)?;
             let mut stmt = tx
-                .prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT ?2"))
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT ?2"
+                ))
                 .map_err(backend)?;
             let tasks = stmt
                 .query_map(params![now, limit as i64], read_task)
@@ -227,7 +231,8 @@ impl Store for SqliteStore {
 }
 
 /// The ready condition (D1, D5); `?1` is now in microseconds.
-const READY_WHERE: &str = "status = 'pending' AND unmet_deps = 0 AND (not_before IS NULL OR not_before <= ?1)";
+const READY_WHERE: &str =
+    "status = 'pending' AND unmet_deps = 0 AND (not_before IS NULL OR not_before <= ?1)";
 /// Run order: priority (larger first), then id. Served by the index `task_ready`.
 const READY_ORDER: &str = "ORDER BY priority DESC, num";
 
@@ -280,7 +285,11 @@ fn stored_deps(tx: &Transaction<'_>, id: TaskId) -> Result<Option<Vec<TaskId>>> 
 }
 
 /// Runs the DAG check with a lookup into the ledger, turning the first lookup failure into an error.
-fn check_deps(tx: &Transaction<'_>, changes: &[NewDeps], refuse_unknown: bool) -> Result<Result<(), daicho_core::dag::DagError>> {
+fn check_deps(
+    tx: &Transaction<'_>,
+    changes: &[NewDeps],
+    refuse_unknown: bool,
+) -> Result<Result<(), daicho_core::dag::DagError>> {
     let mut failure: Option<StoreError> = None;
     let outcome = check_new_deps(changes, refuse_unknown, |id| match stored_deps(tx, id) {
         Ok(deps) => deps,
@@ -301,32 +310,36 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     {
         let mut seen: HashSet<u64> = HashSet::new();
         let mut keys: HashSet<String> = HashSet::new();
-        let mut by_key = tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE key = ?1")).map_err(backend)?;
-        let mut by_num = tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = ?1")).map_err(backend)?;
+        let mut by_key =
+            tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE key = ?1")).map_err(backend)?;
+        let mut by_num =
+            tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = ?1")).map_err(backend)?;
         for item in &batch.items {
             if item.title.trim().is_empty() {
                 continue;
             }
             let key = dedupe_key(&item.source, &item.title);
-            if keys.insert(key.clone()) {
-                if let Some(task) = by_key.query_row([&key], read_task).optional().map_err(backend)? {
-                    if seen.insert(task.id.num()) {
-                        existing.push(task);
-                    }
-                }
+            if keys.insert(key.clone())
+                && let Some(task) = by_key.query_row([&key], read_task).optional().map_err(backend)?
+                && seen.insert(task.id.num())
+            {
+                existing.push(task);
             }
             if let Some(id) = item.ref_id.as_deref().and_then(TaskId::parse) {
                 if seen.contains(&id.num()) {
                     continue;
                 }
-                if let Some(task) = by_num.query_row([id.num() as i64], read_task).optional().map_err(backend)? {
+                if let Some(task) =
+                    by_num.query_row([id.num() as i64], read_task).optional().map_err(backend)?
+                {
                     seen.insert(task.id.num());
                     existing.push(task);
                 }
             }
         }
     }
-    let next_id: i64 = tx.query_row("SELECT value FROM meta WHERE name = 'next_id'", [], |r| r.get(0)).map_err(backend)?;
+    let next_id: i64 =
+        tx.query_row("SELECT value FROM meta WHERE name = 'next_id'", [], |r| r.get(0)).map_err(backend)?;
     let plan = merge_plan(&existing, &batch.items, batch.now, next_id as u64);
 
     if let Some(unresolved) = plan.unresolved.first() {
@@ -347,7 +360,8 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     changes.extend(plan.patch.iter().filter_map(|p| {
         p.fields.deps.as_ref().map(|deps| NewDeps { task: p.id, deps: deps.clone(), line: p.line })
     }));
-    check_deps(tx, &changes, batch.unknown_deps == UnknownDeps::Refuse)?.map_err(|e| dag_error_in(&batch.file, e))?;
+    check_deps(tx, &changes, batch.unknown_deps == UnknownDeps::Refuse)?
+        .map_err(|e| dag_error_in(&batch.file, e))?;
 
     let actor = batch.actor.to_string();
     let mut report = UpsertReport::default();
@@ -387,8 +401,11 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     for id in recount {
         rows::recount_unmet(tx, id).map_err(backend)?;
     }
-    tx.execute("UPDATE meta SET value = ?1 WHERE name = 'next_id'", [plan.next_id.max(next_id as u64) as i64])
-        .map_err(backend)?;
+    tx.execute(
+        "UPDATE meta SET value = ?1 WHERE name = 'next_id'",
+        [plan.next_id.max(next_id as u64) as i64],
+    )
+    .map_err(backend)?;
     report.skipped = plan
         .skip
         .iter()
@@ -431,7 +448,9 @@ fn journal(
     before: &serde_json::Map<String, serde_json::Value>,
     after: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<()> {
-    let encode = |m: &serde_json::Map<String, serde_json::Value>| serde_json::to_string(m).unwrap_or_else(|_| "{}".into());
+    let encode = |m: &serde_json::Map<String, serde_json::Value>| {
+        serde_json::to_string(m).unwrap_or_else(|_| "{}".into())
+    };
     tx.prepare_cached(
         "INSERT INTO journal (at, task, task_id, actor, kind, before, after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )
@@ -446,7 +465,9 @@ fn journal(
 pub async fn ready_query_plan(store: &SqliteStore) -> Result<String> {
     store
         .with_conn(|conn| {
-            let sql = format!("EXPLAIN QUERY PLAN SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT 10");
+            let sql = format!(
+                "EXPLAIN QUERY PLAN SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT 10"
+            );
             let mut stmt = conn.prepare(&sql).map_err(backend)?;
             let lines = stmt
                 .query_map([0i64], |r| r.get::<_, String>(3))
@@ -456,4 +477,3 @@ pub async fn ready_query_plan(store: &SqliteStore) -> Result<String> {
         })
         .await
 }
-

@@ -1,7 +1,7 @@
 //! Reading and writing task rows: the mapping between [`Task`] and the `task` table.
 
-use daicho_core::{Status, Tags, Task, TaskId};
 use daicho_core::task::Lease;
+use daicho_core::{Status, Tags, Task, TaskId};
 use jiff::Timestamp;
 use jiff::civil::Date;
 use rusqlite::types::Type;
@@ -13,7 +13,7 @@ pub(crate) const COLUMNS: &str = "num, id_width, project, status, run, title, bo
     failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at";
 
 pub(crate) fn micros(t: Timestamp) -> i64 {
-    t.as_microsecond() as i64
+    t.as_microsecond()
 }
 
 fn bad(index: usize, what: &str, value: &str) -> rusqlite::Error {
@@ -21,9 +21,7 @@ fn bad(index: usize, what: &str, value: &str) -> rusqlite::Error {
 }
 
 fn timestamp(index: usize, value: Option<i64>) -> rusqlite::Result<Option<Timestamp>> {
-    value
-        .map(|v| Timestamp::from_microsecond(v).map_err(|_| bad(index, "time", &v.to_string())))
-        .transpose()
+    value.map(|v| Timestamp::from_microsecond(v).map_err(|_| bad(index, "time", &v.to_string()))).transpose()
 }
 
 /// The deps column: display ids separated by commas (`T-500,T-0001`).

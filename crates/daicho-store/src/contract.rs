@@ -224,7 +224,8 @@ pub async fn ready_matches_the_definition_after_every_step<B: Backend>(backend: 
     let store = backend.open().await;
     let mut items = Vec::new();
     for n in 1..=12u64 {
-        let deps: Vec<String> = [n / 2, n / 3].iter().filter(|&&d| d > 0 && d < n).map(|d| format!("T-{d:04}")).collect();
+        let deps: Vec<String> =
+            [n / 2, n / 3].iter().filter(|&&d| d > 0 && d < n).map(|d| format!("T-{d:04}")).collect();
         let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
         let mut it = with_id(&format!("n{n}"), &format!("T-{n:04}"), &deps);
         it.priority = (n % 3) as i64;
@@ -247,7 +248,8 @@ pub async fn ready_matches_the_definition_after_every_step<B: Backend>(backend: 
         set_status(&store, TaskId::new(n), status).await;
         let rows = all(&store).await;
         let want = dag::ready(&rows, t0());
-        let got: Vec<TaskId> = store.ready(t0(), 100).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+        let got: Vec<TaskId> =
+            store.ready(t0(), 100).await.expect("ready").tasks.iter().map(|t| t.id).collect();
         assert_eq!(got, want, "after setting T-{n:04} to {status}");
     }
 }
@@ -271,7 +273,8 @@ pub async fn refused_batch_changes_nothing<B: Backend>(backend: &B) {
     let store = backend.open().await;
     store.upsert(batch(vec![with_id("base", "T-0001", &[])])).await.expect("upsert");
     let before = all(&store).await;
-    let mut cycle = vec![item("fresh row"), with_id("a", "T-0002", &["T-0003"]), with_id("b", "T-0003", &["T-0002"])];
+    let mut cycle =
+        vec![item("fresh row"), with_id("a", "T-0002", &["T-0003"]), with_id("b", "T-0003", &["T-0002"])];
     cycle[2].line = Some(3);
     cycle[1].line = Some(2);
     let err = store.upsert(batch(cycle)).await.expect_err("a cycle is refused");
@@ -327,7 +330,10 @@ pub async fn edit_reads_back_and_refuses_cycles<B: Backend>(backend: &B) {
         ..TaskEdit::default()
     };
     let stored = store.edit(id("T-0001"), edit, Actor::Human("p".into()), t0()).await.expect("edit");
-    assert_eq!((stored.status, stored.correction.as_str(), stored.run), (Status::Review, "make it shorter", true));
+    assert_eq!(
+        (stored.status, stored.correction.as_str(), stored.run),
+        (Status::Review, "make it shorter", true)
+    );
     assert_eq!(store.get(id("T-0001")).await.expect("get"), Some(stored));
 
     let cycle = TaskEdit { deps: Some(vec![id("T-0002")]), ..TaskEdit::default() };
@@ -356,9 +362,30 @@ pub async fn list_filters<B: Backend>(backend: &B) {
     store.upsert(batch(vec![a, b, c])).await.expect("upsert");
     let titles = |rows: Vec<Task>| rows.into_iter().map(|t| t.title).collect::<Vec<_>>();
     let list = |filter| store.list(filter);
-    assert_eq!(titles(list(ListFilter { project: Some("PJ-01".into()), ..ListFilter::default() }).await.expect("list")), ["a", "c"]);
-    assert_eq!(titles(list(ListFilter { statuses: vec![Status::Done], ..ListFilter::default() }).await.expect("list")), ["c"]);
-    assert_eq!(titles(list(ListFilter { source: Some("sheet".into()), ..ListFilter::default() }).await.expect("list")), ["b"]);
-    assert_eq!(titles(list(ListFilter { tag: Some("ai".into()), ..ListFilter::default() }).await.expect("list")), ["a"]);
-    assert_eq!(titles(list(ListFilter { limit: Some(2), ..ListFilter::default() }).await.expect("list")), ["a", "b"]);
+    assert_eq!(
+        titles(
+            list(ListFilter { project: Some("PJ-01".into()), ..ListFilter::default() }).await.expect("list")
+        ),
+        ["a", "c"]
+    );
+    assert_eq!(
+        titles(
+            list(ListFilter { statuses: vec![Status::Done], ..ListFilter::default() }).await.expect("list")
+        ),
+        ["c"]
+    );
+    assert_eq!(
+        titles(
+            list(ListFilter { source: Some("sheet".into()), ..ListFilter::default() }).await.expect("list")
+        ),
+        ["b"]
+    );
+    assert_eq!(
+        titles(list(ListFilter { tag: Some("ai".into()), ..ListFilter::default() }).await.expect("list")),
+        ["a"]
+    );
+    assert_eq!(
+        titles(list(ListFilter { limit: Some(2), ..ListFilter::default() }).await.expect("list")),
+        ["a", "b"]
+    );
 }

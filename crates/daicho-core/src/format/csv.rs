@@ -64,7 +64,8 @@ fn column_of(header: &str) -> Option<&'static str> {
 /// the wrong number of fields, or a bad value, at the line where it stands.
 pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut reader = ::csv::ReaderBuilder::new().has_headers(true).flexible(false).from_reader(text.as_bytes());
+    let mut reader =
+        ::csv::ReaderBuilder::new().has_headers(true).flexible(false).from_reader(text.as_bytes());
     let csv_error = |e: ::csv::Error| {
         let line = e.position().map(|p| p.line() as usize).unwrap_or(1);
         let reason = match e.kind() {
@@ -78,9 +79,8 @@ pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item
     let headers = reader.headers().map_err(csv_error)?.clone();
     let mut columns: Vec<&'static str> = Vec::with_capacity(headers.len());
     for header in &headers {
-        let column = column_of(header).ok_or_else(|| {
-            InputError::new(file, Some(1), format!("unknown column '{header}'"))
-        })?;
+        let column = column_of(header)
+            .ok_or_else(|| InputError::new(file, Some(1), format!("unknown column '{header}'")))?;
         if columns.contains(&column) {
             return Err(InputError::new(file, Some(1), format!("column '{column}' appears twice")));
         }

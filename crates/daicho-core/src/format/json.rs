@@ -108,7 +108,8 @@ const DOCUMENT_KEYS: [&str; 5] = ["goal", "project", "source", "tasks", "version
 ///
 /// An [`InputError`] at the line of the syntax error, or of the item with a bad field.
 pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
-    let syntax = |e: serde_json::Error| InputError::new(file, Some(e.line().max(1)), format!("invalid JSON: {e}"));
+    let syntax =
+        |e: serde_json::Error| InputError::new(file, Some(e.line().max(1)), format!("invalid JSON: {e}"));
     let trimmed = text.trim_start().trim_start_matches('\u{feff}');
     let mut defaults = defaults.clone();
     let raw_items: Vec<&RawValue> = if trimmed.starts_with('[') {
@@ -132,7 +133,11 @@ pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item
                 }
             }
             serde_json::from_str(tasks.get()).map_err(|e| {
-                InputError::new(file, Some(line_of(text, tasks.get())), format!("'tasks' must be an array: {e}"))
+                InputError::new(
+                    file,
+                    Some(line_of(text, tasks.get())),
+                    format!("'tasks' must be an array: {e}"),
+                )
             })?
         } else {
             vec![serde_json::from_str(trimmed).map_err(syntax)?]
@@ -184,10 +189,8 @@ fn to_item(wire: WireItem, line: usize) -> Result<Item, String> {
         Some(text) => Some(Status::parse(text).ok_or_else(|| format!("'{text}' is not a status"))?),
         None => None,
     };
-    let tags = wire
-        .tags
-        .map(|t| t.into_vec().iter().map(String::as_str).collect::<Tags>())
-        .unwrap_or_default();
+    let tags =
+        wire.tags.map(|t| t.into_vec().iter().map(String::as_str).collect::<Tags>()).unwrap_or_default();
     Ok(Item {
         ref_id: wire.id.map(IdValue::into_string),
         line: Some(line),
@@ -311,7 +314,12 @@ mod tests {
 
     #[test]
     fn x1_a_plain_item_array_and_a_single_object_parse() {
-        let items = parse(r#"[{"title": "a", "tags": "ai, heavy"}, {"title": "b", "status": "要確認"}]"#, "p", &defaults()).unwrap();
+        let items = parse(
+            r#"[{"title": "a", "tags": "ai, heavy"}, {"title": "b", "status": "要確認"}]"#,
+            "p",
+            &defaults(),
+        )
+        .unwrap();
         assert_eq!(items[0].tags.to_list(), "ai,heavy");
         assert_eq!(items[1].status, Some(Status::Review));
         let one = parse(r#"{"title": "only", "project": "P"}"#, "p", &defaults()).unwrap();
@@ -322,7 +330,11 @@ mod tests {
     fn x4_bad_json_names_line_and_reason() {
         let cases = [
             ("[\n{\"title\": \"a\"},\n{\"title\": }\n]", 3, "invalid JSON"),
-            ("[\n{\"title\": \"a\"},\n{\"title\": \"b\", \"colour\": \"red\"}\n]", 3, "unknown field `colour`"),
+            (
+                "[\n{\"title\": \"a\"},\n{\"title\": \"b\", \"colour\": \"red\"}\n]",
+                3,
+                "unknown field `colour`",
+            ),
             ("[\n\n{\"title\": \"a\", \"status\": \"finished\"}]", 3, "not a status"),
             ("{\"tasks\": [], \"owner\": 1}", 1, "unknown key 'owner'"),
             ("", 1, "empty input"),

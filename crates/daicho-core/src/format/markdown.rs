@@ -109,11 +109,7 @@ fn parse_line(line: &str, number: usize) -> Result<Option<Item>, String> {
 /// Whether the text has ⚠️ followed within 25 characters by one of the external words.
 fn has_external_marker(text: &str) -> bool {
     text.match_indices('⚠').any(|(at, warn)| {
-        let after: String = text[at + warn.len()..]
-            .trim_start_matches('\u{FE0F}')
-            .chars()
-            .take(25)
-            .collect();
+        let after: String = text[at + warn.len()..].trim_start_matches('\u{FE0F}').chars().take(25).collect();
         EXTERNAL_WORDS.iter().any(|w| after.contains(w))
     })
 }
@@ -259,8 +255,7 @@ fn set_field(item: &mut Item, tags: &mut Tags, key: &str, value: &str) -> Result
             item.status = Some(Status::parse(value).ok_or_else(|| format!("'{value}' is not a status"))?);
         }
         Field::Priority => {
-            item.priority =
-                value.parse().map_err(|_| format!("priority '{value}' is not an integer"))?;
+            item.priority = value.parse().map_err(|_| format!("priority '{value}' is not an integer"))?;
         }
         Field::NotBefore => item.not_before = Some(parse_timestamp(value)?),
         Field::Action => item.action = value.to_owned(),
@@ -275,8 +270,7 @@ fn set_field(item: &mut Item, tags: &mut Tags, key: &str, value: &str) -> Result
         Field::Correction => item.correction = value.to_owned(),
         Field::RunAt => item.run_at = Some(parse_timestamp(value)?),
         Field::Failures => {
-            item.failures =
-                value.parse().map_err(|_| format!("failures '{value}' is not a count"))?;
+            item.failures = value.parse().map_err(|_| format!("failures '{value}' is not a count"))?;
         }
         Field::Refresh => item.refresh = parse_bool(value)?,
         Field::Run => item.run = parse_bool(value)?,
@@ -332,8 +326,7 @@ fn render_line(task: &Task, out: &mut String) {
     if task.run {
         segment("実行", "true");
     }
-    let free: Vec<&str> =
-        task.tags.iter().filter(|t| *t != TAG_AI && *t != TAG_EXTERNAL).collect();
+    let free: Vec<&str> = task.tags.iter().filter(|t| *t != TAG_AI && *t != TAG_EXTERNAL).collect();
     segment("タグ", &free.join(","));
     if task.tags.contains(TAG_AI) {
         out.push_str(" | 🤖");

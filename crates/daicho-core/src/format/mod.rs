@@ -92,10 +92,7 @@ fn finish_item(mut item: Item, defaults: &ItemDefaults, file: &str) -> Result<It
             return Err(InputError::new(
                 file,
                 item.line,
-                format!(
-                    "field '{name}' is {} bytes, over the limit of {MAX_FIELD_BYTES} bytes",
-                    value.len()
-                ),
+                format!("field '{name}' is {} bytes, over the limit of {MAX_FIELD_BYTES} bytes", value.len()),
             ));
         }
     }

@@ -18,7 +18,9 @@ impl Backend for SqliteBackend {
     type Store = SqliteStore;
 
     async fn open(&self) -> SqliteStore {
-        SqliteStore::open(self.dir.path().join("ledger.db"), SqliteOptions::default()).await.expect("open the ledger")
+        SqliteStore::open(self.dir.path().join("ledger.db"), SqliteOptions::default())
+            .await
+            .expect("open the ledger")
     }
 }
 
