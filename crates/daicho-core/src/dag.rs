@@ -39,24 +39,24 @@ pub enum DagError {
         task: TaskId,
         /// The missing reference as written.
         dep: String,
-        /// The waiting task's line in its file.
-        line: Option<usize>,
+        /// Where the waiting task came from (see [`NewDeps::origin`]).
+        origin: Option<usize>,
     },
     /// The edges would close a cycle; `path` starts and ends with the same id.
     #[error("dependency cycle: {}", CyclePath(path))]
     Cycle {
         /// The cycle, first id repeated at the end.
         path: Vec<TaskId>,
-        /// The line of the first task of the cycle in its file, when it came from one.
-        line: Option<usize>,
+        /// Where the first task of the cycle with a known origin came from.
+        origin: Option<usize>,
     },
 }
 
 impl DagError {
-    /// The line in the input the error belongs to, if known.
-    pub fn line(&self) -> Option<usize> {
+    /// The origin of the change the error belongs to, if known.
+    pub fn origin(&self) -> Option<usize> {
         match self {
-            DagError::UnknownDep { line, .. } | DagError::Cycle { line, .. } => *line,
+            DagError::UnknownDep { origin, .. } | DagError::Cycle { origin, .. } => *origin,
         }
     }
 }
@@ -77,15 +77,16 @@ impl fmt::Display for CyclePath<'_> {
     }
 }
 
-/// New or replaced outgoing edges of one task, with the task's line for errors.
+/// New or replaced outgoing edges of one task.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewDeps {
     /// The task whose deps are set.
     pub task: TaskId,
     /// Its deps after the change.
     pub deps: Vec<TaskId>,
-    /// Its line in the input, if any.
-    pub line: Option<usize>,
+    /// Where the change came from, for errors: a number the caller chooses (the store uses the
+    /// item's index in its batch).
+    pub origin: Option<usize>,
 }
 
 /// Checks that setting `changes` on an acyclic ledger keeps it acyclic and names no unknown id.
@@ -121,7 +122,7 @@ pub fn check_new_deps(
                     return Err(DagError::UnknownDep {
                         task: change.task,
                         dep: dep.to_string(),
-                        line: change.line,
+                        origin: change.origin,
                     });
                 }
             }
@@ -156,8 +157,8 @@ pub fn check_new_deps(
                     let start = stack.iter().position(|(n, _, _)| *n == dep).unwrap_or(0);
                     let mut path: Vec<TaskId> = stack[start..].iter().map(|(n, _, _)| *n).collect();
                     path.push(dep);
-                    let line = path.iter().find_map(|id| overlay.get(id).and_then(|c| c.line));
-                    return Err(DagError::Cycle { path, line });
+                    let origin = path.iter().find_map(|id| overlay.get(id).and_then(|c| c.origin));
+                    return Err(DagError::Cycle { path, origin });
                 }
                 None => {
                     colour.insert(dep, Colour::Grey);
@@ -173,7 +174,7 @@ pub fn check_new_deps(
 /// Finds a cycle in a whole graph (for `doctor` and for tests), smallest start id first.
 pub fn find_cycle(graph: &BTreeMap<TaskId, Vec<TaskId>>) -> Option<Vec<TaskId>> {
     let changes: Vec<NewDeps> =
-        graph.iter().map(|(&task, deps)| NewDeps { task, deps: deps.clone(), line: None }).collect();
+        graph.iter().map(|(&task, deps)| NewDeps { task, deps: deps.clone(), origin: None }).collect();
     match check_new_deps(&changes, false, |_| None) {
         Err(DagError::Cycle { path, .. }) => Some(path),
         _ => None,
@@ -237,12 +238,12 @@ mod tests {
     fn d2_a_cycle_is_refused_with_its_path() {
         let ledger: HashMap<TaskId, Vec<TaskId>> =
             [(id(1), vec![]), (id(2), vec![id(1)]), (id(3), vec![id(2)])].into_iter().collect();
-        let change = NewDeps { task: id(1), deps: vec![id(3)], line: Some(7) };
+        let change = NewDeps { task: id(1), deps: vec![id(3)], origin: Some(7) };
         let err = check_new_deps(&[change], true, |t| ledger.get(&t).cloned()).unwrap_err();
-        assert_eq!(err, DagError::Cycle { path: vec![id(1), id(3), id(2), id(1)], line: Some(7) });
+        assert_eq!(err, DagError::Cycle { path: vec![id(1), id(3), id(2), id(1)], origin: Some(7) });
         assert_eq!(err.to_string(), "dependency cycle: T-0001 → T-0003 → T-0002 → T-0001");
 
-        let self_loop = NewDeps { task: id(2), deps: vec![id(2)], line: None };
+        let self_loop = NewDeps { task: id(2), deps: vec![id(2)], origin: None };
         assert!(matches!(
             check_new_deps(&[self_loop], true, |t| ledger.get(&t).cloned()),
             Err(DagError::Cycle { .. })
@@ -251,10 +252,10 @@ mod tests {
 
     #[test]
     fn d2_an_unknown_dep_is_refused_or_kept_by_policy() {
-        let change = NewDeps { task: id(5), deps: vec![id(42)], line: Some(3) };
+        let change = NewDeps { task: id(5), deps: vec![id(42)], origin: Some(3) };
         let err = check_new_deps(std::slice::from_ref(&change), true, |_| None).unwrap_err();
         assert_eq!(err.to_string(), "T-0005 depends on T-0042, which is not in the ledger");
-        assert_eq!(err.line(), Some(3));
+        assert_eq!(err.origin(), Some(3));
         assert_eq!(check_new_deps(&[change], false, |_| None), Ok(()));
     }
 

@@ -10,12 +10,14 @@ use crate::task::{Status, Tags};
 /// `ref_id` is the id as written in the source: a ledger id (`T-500`, kept when free) or a
 /// source-local one (`t1` in a tasks.json) that `deps` of other items in the same batch may
 /// name. `deps` are such references too. `line` is the item's line in its file, for errors.
-/// The fields `run`, `result`, `run_at`, `correction` and `failures` are only used when the item
+/// `file` and `line` say where the item stands, for errors. The fields `run`, `result`, `run_at`, `correction` and `failures` are only used when the item
 /// creates a new row (an import of an exported ledger); a patch never carries them (M4).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Item {
     /// The id as written in the source (`T-500`, `t1`), if any.
     pub ref_id: Option<String>,
+    /// The file the item came from, if any (errors name it).
+    pub file: Option<std::sync::Arc<str>>,
     /// The 1-based line of the item in its file, if it came from one.
     pub line: Option<usize>,
     /// The project (案件).

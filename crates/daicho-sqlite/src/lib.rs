@@ -21,10 +21,10 @@ use std::time::Duration;
 use daicho_core::dag::{NewDeps, check_new_deps};
 use daicho_core::edit::{TaskEdit, changed_fields, row_fields};
 use daicho_core::key::dedupe_key;
-use daicho_core::{Actor, InputError, Task, TaskId, merge_plan};
+use daicho_core::{Actor, Task, TaskId, merge_plan};
 use daicho_store::{
     Batch, JournalEntry, ListFilter, ReadySet, Result, SkippedItem, Store, StoreError, UnknownDeps,
-    UpsertReport, dag_error_in,
+    UpsertReport,
 };
 use jiff::Timestamp;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -343,25 +343,23 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     let plan = merge_plan(&existing, &batch.items, batch.now, next_id as u64);
 
     if let Some(unresolved) = plan.unresolved.first() {
-        return Err(StoreError::InvalidInput(InputError::new(
-            &batch.file,
-            unresolved.line,
+        return Err(batch.error_at(
+            Some(unresolved.index),
             format!(
                 "depends on '{}', which names no task of this input and is not a task id",
                 unresolved.reference
             ),
-        )));
+        ));
     }
     let mut changes: Vec<NewDeps> = plan
         .add
         .iter()
-        .map(|a| NewDeps { task: a.task.id, deps: a.task.deps.clone(), line: a.line })
+        .map(|a| NewDeps { task: a.task.id, deps: a.task.deps.clone(), origin: Some(a.index) })
         .collect();
     changes.extend(plan.patch.iter().filter_map(|p| {
-        p.fields.deps.as_ref().map(|deps| NewDeps { task: p.id, deps: deps.clone(), line: p.line })
+        p.fields.deps.as_ref().map(|deps| NewDeps { task: p.id, deps: deps.clone(), origin: Some(p.index) })
     }));
-    check_deps(tx, &changes, batch.unknown_deps == UnknownDeps::Refuse)?
-        .map_err(|e| dag_error_in(&batch.file, e))?;
+    check_deps(tx, &changes, batch.unknown_deps == UnknownDeps::Refuse)?.map_err(|e| batch.dag_error(e))?;
 
     let actor = batch.actor.to_string();
     let mut report = UpsertReport::default();
@@ -422,7 +420,7 @@ fn edit_in(tx: &Transaction<'_>, id: TaskId, edit: &TaskEdit, actor: &Actor, now
     }
     let deps_changed = after.deps != before.deps;
     if deps_changed {
-        let change = NewDeps { task: id, deps: after.deps.clone(), line: None };
+        let change = NewDeps { task: id, deps: after.deps.clone(), origin: None };
         check_deps(tx, &[change], true)??;
     }
     rows::update_task(tx, &after).map_err(backend)?;

@@ -62,7 +62,7 @@ pub struct Batch {
     pub actor: Actor,
     /// The time stamped on new rows and journal entries.
     pub now: Timestamp,
-    /// The file (or stream) the items came from, for error messages.
+    /// The file (or stream) named in errors about items that carry no file of their own.
     pub file: String,
     /// What to do with a dependency on an unknown id.
     pub unknown_deps: UnknownDeps,
@@ -185,8 +185,16 @@ pub trait Store: Send + Sync {
     fn journal(&self, id: TaskId) -> impl Future<Output = Result<Vec<JournalEntry>>> + Send;
 }
 
-/// Converts a dependency error of a batch into an input error naming the file and line.
-pub fn dag_error_in(file: &str, error: DagError) -> StoreError {
-    let line = error.line();
-    StoreError::InvalidInput(InputError::new(file, line, error.to_string()))
+impl Batch {
+    /// An input error about the item at `index`: names its file (or the batch's) and its line.
+    pub fn error_at(&self, index: Option<usize>, reason: impl Into<String>) -> StoreError {
+        let item = index.and_then(|i| self.items.get(i));
+        let file = item.and_then(|i| i.file.as_deref()).unwrap_or(&self.file);
+        StoreError::InvalidInput(InputError::new(file, item.and_then(|i| i.line), reason))
+    }
+
+    /// Converts a dependency error whose origin is an item index into an input error.
+    pub fn dag_error(&self, error: DagError) -> StoreError {
+        self.error_at(error.origin(), error.to_string())
+    }
 }

@@ -193,6 +193,7 @@ fn to_item(wire: WireItem, line: usize) -> Result<Item, String> {
         wire.tags.map(|t| t.into_vec().iter().map(String::as_str).collect::<Tags>()).unwrap_or_default();
     Ok(Item {
         ref_id: wire.id.map(IdValue::into_string),
+        file: None,
         line: Some(line),
         project: wire.project.unwrap_or_default(),
         status,

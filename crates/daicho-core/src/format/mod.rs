@@ -20,6 +20,8 @@ pub enum Format {
     Markdown,
     /// A tasks.json document or a plain item array.
     Json,
+    /// JSON Lines: one item object per line.
+    JsonLines,
     /// CSV with the ledger's columns.
     Csv,
 }
@@ -30,6 +32,8 @@ impl Format {
         let lower = name.to_ascii_lowercase();
         if lower.ends_with(".md") || lower.ends_with(".markdown") {
             Some(Format::Markdown)
+        } else if lower.ends_with(".jsonl") || lower.ends_with(".ndjson") {
+            Some(Format::JsonLines)
         } else if lower.ends_with(".json") {
             Some(Format::Json)
         } else if lower.ends_with(".csv") {
@@ -63,12 +67,14 @@ pub fn parse(
     match format {
         Format::Markdown => markdown::parse(text, file, defaults),
         Format::Json => json::parse(text, file, defaults),
+        Format::JsonLines => json::parse_lines(text, file, defaults),
         Format::Csv => csv::parse(text, file, defaults),
     }
 }
 
 /// Fills defaults into a parsed item and checks its field sizes.
 fn finish_item(mut item: Item, defaults: &ItemDefaults, file: &str) -> Result<Item, InputError> {
+    item.file = Some(std::sync::Arc::from(file));
     if item.source.trim().is_empty() {
         item.source = defaults.source.clone();
     }
