@@ -193,8 +193,14 @@ impl Batch {
         StoreError::InvalidInput(InputError::new(file, item.and_then(|i| i.line), reason))
     }
 
-    /// Converts a dependency error whose origin is an item index into an input error.
+    /// Converts a dependency error whose origin is an item index into an input error. The
+    /// item's title is named too, since a new item's id may be one the ledger just chose.
     pub fn dag_error(&self, error: DagError) -> StoreError {
-        self.error_at(error.origin(), error.to_string())
+        let title = error.origin().and_then(|i| self.items.get(i)).map(|i| i.title.trim());
+        let reason = match title {
+            Some(title) => format!("{error} (task '{title}')"),
+            None => error.to_string(),
+        };
+        self.error_at(error.origin(), reason)
     }
 }

@@ -1,1 +1,54 @@
-fn main() {}
+//! `daicho` (台帳, "ledger"): a durable, dependency-aware task ledger for AI-agent work with
+//! people in the loop. This binary is the command line: it parses arguments (clap), opens the
+//! ledger and runs one subcommand. Results go to stdout (a table, or JSON with `--json`); logs
+//! and errors go to stderr. Exit codes: 0 ok, 1 error, 2 usage.
+
+mod cli;
+mod cmd;
+mod input;
+mod ledger;
+mod output;
+mod wire;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // --help and --version print to stdout and exit 0; usage errors exit 2.
+            let _ = err.print();
+            return if err.exit_code() == 0 { ExitCode::SUCCESS } else { ExitCode::from(2) };
+        }
+    };
+    init_logging(cli.verbose);
+    let json = cli.json;
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("daicho: error: cannot start the async runtime: {err}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(cmd::run(cli)) {
+        Ok(code) => code,
+        Err(err) if output::is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            output::report_error(&err, json);
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DAICHO_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

@@ -252,37 +252,46 @@ pub fn render(tasks: &[Task]) -> String {
     struct Document<'a> {
         tasks: Vec<ExportTask<'a>>,
     }
-    let document = Document {
-        tasks: tasks
-            .iter()
-            .map(|t| ExportTask {
-                id: t.id.to_string(),
-                project: &t.project,
-                status: t.status.as_str(),
-                run: t.run,
-                title: &t.title,
-                body: &t.body,
-                source: &t.source,
-                evidence: &t.evidence,
-                due: t.due.map(|d| d.to_string()),
-                assignee: &t.assignee,
-                work_type: &t.work_type,
-                priority: t.priority,
-                not_before: t.not_before.map(|x| x.to_string()),
-                action: &t.action,
-                result: &t.result,
-                run_at: t.run_at.map(|x| x.to_string()),
-                correction: &t.correction,
-                deps: t.deps.iter().map(ToString::to_string).collect(),
-                tags: t.tags.iter().collect(),
-                failures: t.failures,
-                refresh: t.refresh,
-            })
-            .collect(),
-    };
+    let document = Document { tasks: tasks.iter().map(export_task).collect() };
     let mut text = serde_json::to_string_pretty(&document).expect("tasks serialize to JSON");
     text.push('\n');
     text
+}
+
+/// Renders tasks as JSON Lines, one task object per line, that [`parse_lines`] reads back.
+pub fn render_lines(tasks: &[Task]) -> String {
+    let mut out = String::new();
+    for task in tasks {
+        out.push_str(&serde_json::to_string(&export_task(task)).expect("tasks serialize to JSON"));
+        out.push('\n');
+    }
+    out
+}
+
+fn export_task(t: &Task) -> ExportTask<'_> {
+    ExportTask {
+        id: t.id.to_string(),
+        project: &t.project,
+        status: t.status.as_str(),
+        run: t.run,
+        title: &t.title,
+        body: &t.body,
+        source: &t.source,
+        evidence: &t.evidence,
+        due: t.due.map(|d| d.to_string()),
+        assignee: &t.assignee,
+        work_type: &t.work_type,
+        priority: t.priority,
+        not_before: t.not_before.map(|x| x.to_string()),
+        action: &t.action,
+        result: &t.result,
+        run_at: t.run_at.map(|x| x.to_string()),
+        correction: &t.correction,
+        deps: t.deps.iter().map(ToString::to_string).collect(),
+        tags: t.tags.iter().collect(),
+        failures: t.failures,
+        refresh: t.refresh,
+    }
 }
 
 #[cfg(test)]

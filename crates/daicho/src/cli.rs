@@ -1,0 +1,58 @@
+//! The command-line grammar: plain data parsed by clap, resolved by the subcommands.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::cmd;
+
+/// daicho (台帳): one durable ledger of tasks per project, with dependencies, a journal and
+/// safe automation.
+///
+/// Tasks come in from Markdown checklists, JSON, CSV and producers that push them; daicho
+/// deduplicates them (never deleting a row, never overwriting what a person wrote), keeps the
+/// dependency graph, and lists the work that is ready.
+#[derive(Debug, Parser)]
+#[command(name = "daicho", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    /// The ledger: a SQLite file. Default: .daicho/ledger.db under the current directory.
+    #[arg(long, global = true, env = "DAICHO_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
+
+    /// Print machine-readable JSON on stdout instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Log more on stderr (-v info, -vv debug). DAICHO_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the ledger (.daicho/ledger.db, or --db).
+    Init(cmd::init::Args),
+    /// Add one task by hand.
+    Add(cmd::add::Args),
+    /// Register tasks from a producer (JSON on stdin or a file); prints {"added","updated","skipped"}.
+    Push(cmd::push::Args),
+    /// List the tasks that are ready to run, in run order.
+    Ready(cmd::ready::Args),
+    /// List tasks, filtered by project, status, source or tag.
+    List(cmd::list::Args),
+    /// Show one task with every field.
+    Show(cmd::show::Args),
+    /// Change a task's status, correction, run checkbox or other fields; prints what is stored.
+    Set(cmd::set::Args),
+    /// Show a task's journal: every change, by whom, before and after.
+    Log(cmd::log::Args),
+    /// Import tasks from Markdown, JSON, JSON Lines or CSV files (one transaction).
+    Import(cmd::import::Args),
+    /// Export the ledger as Markdown, JSON or CSV.
+    Export(cmd::export::Args),
+}

@@ -1,0 +1,90 @@
+//! `daicho export`: the ledger as Markdown, JSON or CSV.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use daicho_core::format::{self, Format};
+use daicho_store::{ListFilter, Store};
+
+use super::Context;
+use crate::input::FormatArg;
+use crate::output;
+
+/// Export tasks by id. `daicho import` reads the result back to the same ledger.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The format (default: by the --out extension, else Markdown).
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Write to this file (atomically) instead of standard output.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Only this project.
+    #[arg(long, short)]
+    pub project: Option<String>,
+    /// Only these statuses (comma separated; `open`, `closed` accepted).
+    #[arg(long, short, value_delimiter = ',')]
+    pub status: Vec<String>,
+    /// CSV only: Japanese column headers and status names.
+    #[arg(long)]
+    pub ja: bool,
+}
+
+/// Runs `daicho export`.
+pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let format = match (args.format, &args.out) {
+        (Some(f), _) => f.format(),
+        (None, Some(out)) => Format::from_file_name(&out.to_string_lossy()).unwrap_or(Format::Markdown),
+        (None, None) => Format::Markdown,
+    };
+    let store = crate::ledger::open(&ctx.db).await?;
+    let filter = ListFilter {
+        project: args.project,
+        statuses: super::list::parse_statuses(&args.status)?,
+        ..ListFilter::default()
+    };
+    let tasks = store.list(filter).await?;
+    let text = match format {
+        Format::Markdown => format::markdown::render(&tasks),
+        Format::Json => format::json::render(&tasks),
+        Format::JsonLines => format::json::render_lines(&tasks),
+        Format::Csv => format::csv::render(&tasks, args.ja),
+    };
+    match &args.out {
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+        }
+        Some(path) => {
+            write_atomically(path, text.as_bytes())?;
+            if ctx.json {
+                output::print_json(
+                    &serde_json::json!({ "out": path.display().to_string(), "tasks": tasks.len() }),
+                )?;
+            } else {
+                output::print(&format!("wrote {} tasks to {}", tasks.len(), path.display()))?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes a file through a temporary file in the same directory and a rename.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let name = path.file_name().context("--out names no file")?.to_string_lossy();
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result.with_context(|| format!("cannot write {}", path.display()))
+}

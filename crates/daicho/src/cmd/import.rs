@@ -1,0 +1,77 @@
+//! `daicho import`: tasks from files, in one transaction.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use daicho_core::format::ItemDefaults;
+use daicho_core::{Actor, Item};
+use daicho_store::{Batch, Store, UnknownDeps};
+
+use super::Context;
+use crate::input::{self, FormatArg};
+use crate::output;
+use crate::wire::ImportJson;
+
+/// Import tasks from Markdown, JSON, JSON Lines or CSV files.
+///
+/// All files are read first and merged in one transaction, so a task list and its done file
+/// (tasks.md tasks-done.md) resolve each other's dependencies. Rows already in the ledger are
+/// matched by source and normalized title: closed rows are left alone, open rows only get
+/// their empty cells filled. Any bad line refuses the whole import with file, line and
+/// reason, and the ledger is unchanged.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The files (`-` reads standard input).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// The format (default: by file extension).
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// The source of items that name none (default: the first file's name without extension).
+    #[arg(long)]
+    pub source: Option<String>,
+    /// The project of items that name none.
+    #[arg(long, short, default_value = "")]
+    pub project: String,
+}
+
+/// Runs `daicho import`.
+pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let store = crate::ledger::open(&ctx.db).await?;
+    let source = args.source.clone().unwrap_or_else(|| input::source_name(&args.files[0]));
+    let defaults = ItemDefaults { source: source.clone(), project: args.project.clone() };
+    let mut items: Vec<Item> = Vec::new();
+    let mut names = Vec::new();
+    for path in &args.files {
+        let (name, bytes) = input::read(path)?;
+        let format = input::format_of(args.format, &name, None)?;
+        items.extend(input::parse(&name, &bytes, format, &defaults)?);
+        names.push(name);
+    }
+    let batch = Batch {
+        items,
+        actor: Actor::Sync(source),
+        now: jiff::Timestamp::now(),
+        file: names.join(", "),
+        unknown_deps: UnknownDeps::Refuse,
+    };
+    let report = store.upsert(batch).await?;
+    if ctx.json {
+        output::print_json(&ImportJson::from(&report))?;
+    } else {
+        let mut text = format!(
+            "imported {}: {} added, {} updated, {} skipped",
+            names.join(", "),
+            report.added.len(),
+            report.updated.len(),
+            report.skipped.len()
+        );
+        for skip in &report.skipped {
+            let at = skip.line.map(|l| format!("line {l}: ")).unwrap_or_default();
+            let id = skip.id.map(|i| format!("{i} ")).unwrap_or_default();
+            text.push_str(&format!("\n  skipped {at}{id}{}: {}", output::cell(&skip.title, 50), skip.reason));
+        }
+        output::print(&text)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

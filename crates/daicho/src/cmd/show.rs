@@ -1,0 +1,29 @@
+//! `daicho show`: one task with every field.
+
+use std::process::ExitCode;
+
+use daicho_core::TaskId;
+use daicho_store::{Store, StoreError};
+
+use super::Context;
+use crate::output;
+use crate::wire::TaskJson;
+
+/// Show one task with every field, hidden ones included.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The task id, e.g. T-0001.
+    pub id: TaskId,
+}
+
+/// Runs `daicho show`.
+pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let store = crate::ledger::open(&ctx.db).await?;
+    let task = store.get(args.id).await?.ok_or(StoreError::NotFound(args.id))?;
+    if ctx.json {
+        output::print_json(&TaskJson::from(&task))?;
+    } else {
+        output::print(&output::task_detail(&task, ctx.ja))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

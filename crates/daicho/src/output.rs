@@ -1,0 +1,185 @@
+//! Printing results: tables for people, JSON for machines, errors on stderr.
+
+use std::io::Write as _;
+
+use comfy_table::{ContentArrangement, Table, presets};
+use daicho_core::Task;
+use daicho_store::JournalEntry;
+use serde::Serialize;
+
+/// Whether labels are shown in Japanese: `DAICHO_LANG`, `LC_ALL`, `LC_MESSAGES` or `LANG`
+/// starting with `ja`.
+pub fn locale_is_ja() -> bool {
+    ["DAICHO_LANG", "LC_ALL", "LC_MESSAGES", "LANG"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .is_some_and(|v| v.starts_with("ja"))
+}
+
+/// Writes text to stdout; a closed pipe surfaces as an error that `main` treats as quiet.
+pub fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    if !text.ends_with('\n') {
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Writes a value as JSON on one line of stdout.
+pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    print(&serde_json::to_string(value)?)
+}
+
+/// Whether an error is a closed stdout (`daicho list | head`): exit quietly then.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Reports an error once: on stderr, and as `{"error": …}` on stdout with `--json`.
+pub fn report_error(err: &anyhow::Error, json: bool) {
+    let message = format!("{err:#}");
+    eprintln!("daicho: error: {message}");
+    if json {
+        let _ = print_json(&serde_json::json!({ "error": message }));
+    }
+}
+
+/// Shortens text for a table cell: the first line, at most `max` characters.
+pub fn cell(text: &str, max: usize) -> String {
+    let first = text.lines().next().unwrap_or_default();
+    let mut out: String = first.chars().take(max).collect();
+    if first.chars().count() > max || text.lines().nth(1).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+fn table(header: Vec<&str>) -> Table {
+    let mut table = Table::new();
+    table.load_style(presets::UTF8_HORIZONTAL_ONLY).set_content_arrangement(ContentArrangement::Dynamic);
+    table.set_header(header);
+    table
+}
+
+/// A table of tasks in the column order of the ledger.
+pub fn task_table(tasks: &[Task], ja: bool) -> String {
+    let header = if ja {
+        vec![
+            "タスクID",
+            "状態",
+            "▶",
+            "タスク",
+            "発生源",
+            "期限",
+            "担当",
+            "分類",
+            "優先度",
+            "AI機能",
+            "依存",
+            "タグ",
+            "案件",
+        ]
+    } else {
+        vec![
+            "id", "status", "run", "title", "source", "due", "assignee", "type", "prio", "action", "deps",
+            "tags", "project",
+        ]
+    };
+    let mut t = table(header);
+    for task in tasks {
+        let deps: Vec<String> = task.deps.iter().map(ToString::to_string).collect();
+        t.add_row(vec![
+            task.id.to_string(),
+            task.status.label(ja).to_owned(),
+            if task.run { "▶".to_owned() } else { String::new() },
+            cell(&task.title, 60),
+            cell(&task.source, 20),
+            task.due.map(|d| d.to_string()).unwrap_or_default(),
+            cell(&task.assignee, 16),
+            cell(&task.work_type, 16),
+            if task.priority == 0 { String::new() } else { task.priority.to_string() },
+            cell(&task.action, 16),
+            cell(&deps.join(","), 30),
+            task.tags.to_list(),
+            cell(&task.project, 16),
+        ]);
+    }
+    t.to_string()
+}
+
+/// Every field of one task, one per line.
+pub fn task_detail(task: &Task, ja: bool) -> String {
+    let time = |t: Option<jiff::Timestamp>| t.map(|t| t.to_string()).unwrap_or_default();
+    let deps: Vec<String> = task.deps.iter().map(ToString::to_string).collect();
+    let rows: Vec<(&str, &str, String)> = vec![
+        ("id", "タスクID", task.id.to_string()),
+        ("project", "案件", task.project.clone()),
+        ("status", "状態", task.status.label(ja).to_owned()),
+        ("run", "▶AI実行", task.run.to_string()),
+        ("title", "タスク", task.title.clone()),
+        ("body", "内容", task.body.clone()),
+        ("source", "発生源", task.source.clone()),
+        ("evidence", "根拠", task.evidence.clone()),
+        ("due", "期限", task.due.map(|d| d.to_string()).unwrap_or_default()),
+        ("assignee", "担当", task.assignee.clone()),
+        ("type", "分類", task.work_type.clone()),
+        ("priority", "優先度", task.priority.to_string()),
+        ("not_before", "開始", time(task.not_before)),
+        ("action", "AI機能", task.action.clone()),
+        ("result", "実行結果", task.result.clone()),
+        ("run_at", "実行日時", time(task.run_at)),
+        ("correction", "修正指示", task.correction.clone()),
+        ("deps", "依存", deps.join(", ")),
+        ("tags", "タグ", task.tags.to_list()),
+        ("failures", "失敗回数", task.failures.to_string()),
+        ("attempt", "試行", task.attempt.to_string()),
+        ("refresh", "集約", task.refresh.to_string()),
+        ("key", "キー", task.key.clone()),
+        (
+            "lease",
+            "リース",
+            task.lease.as_ref().map(|l| format!("{} until {}", l.owner, l.expires_at)).unwrap_or_default(),
+        ),
+        ("updated_at", "更新日時", task.updated_at.to_string()),
+    ];
+    let width =
+        rows.iter().map(|(en, jp, _)| if ja { jp.chars().count() * 2 } else { en.len() }).max().unwrap_or(0);
+    let mut out = String::new();
+    for (en, jp, value) in rows {
+        let label = if ja { jp } else { en };
+        let pad = width - if ja { label.chars().count() * 2 } else { label.len() };
+        let value = value.replace('\n', &format!("\n{}", " ".repeat(width + 2)));
+        out.push_str(&format!("{label}{}  {value}\n", " ".repeat(pad)));
+    }
+    out
+}
+
+/// A table of journal entries.
+pub fn journal_table(entries: &[JournalEntry]) -> String {
+    let mut t = table(vec!["seq", "at", "actor", "kind", "changes"]);
+    for e in entries {
+        let changes: Vec<String> = if e.kind == "add" {
+            vec![format!("created: {}", e.after.get("title").and_then(|v| v.as_str()).unwrap_or_default())]
+        } else {
+            e.after
+                .iter()
+                .map(|(field, after)| {
+                    let before = e.before.get(field).cloned().unwrap_or_default();
+                    format!("{field}: {} → {}", cell(&before.to_string(), 40), cell(&after.to_string(), 40))
+                })
+                .collect()
+        };
+        t.add_row(vec![
+            e.seq.to_string(),
+            e.at.to_string(),
+            e.actor.clone(),
+            e.kind.clone(),
+            changes.join("\n"),
+        ]);
+    }
+    t.to_string()
+}

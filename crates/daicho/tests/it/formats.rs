@@ -1,0 +1,124 @@
+//! Import and export: every format round-trips, the done file resolves deps, re-import is a no-op.
+
+use crate::{Ledger, fixture, ids};
+
+/// A ledger with every kind of field filled in somewhere.
+fn rich() -> Ledger {
+    let ledger = Ledger::new();
+    ledger.run(&["import", &fixture("tasks-done.md"), &fixture("tasks-open.md")]).ok();
+    ledger.run(&["import", &fixture("seed-004-tasks.md")]).ok();
+    ledger.run(&["import", &fixture("tasks.json")]).ok();
+    ledger
+        .run(&[
+            "add",
+            "multi | line, \"quoted\"",
+            "--body",
+            "line one\nline two, with | pipes \\ and \"quotes\"",
+            "--evidence",
+            "https://example.test/q?a=1|2",
+            "--due",
+            "2026-12-01",
+            "--priority",
+            "-3",
+            "--not-before",
+            "2026-12-01T09:00:00Z",
+            "--action",
+            "draft",
+            "--tag",
+            "ai,heavy,night",
+            "--deps",
+            "T-0001,T-500",
+            "--assignee",
+            "担当者",
+            "--type",
+            "制作/記事",
+        ])
+        .ok();
+    ledger.run(&["set", "T-0003", "--status", "needs_human", "--correction", "ask the owner", "--run"]).ok();
+    ledger.run(&["set", "T-501", "--status", "dropped"]).ok();
+    ledger.run(&["set", "T-502", "--status", "review"]).ok();
+    ledger
+}
+
+#[test]
+fn x3_export_then_import_gives_back_the_same_ledger_in_every_format() {
+    let original = rich();
+    for (format, extension) in [("md", "md"), ("json", "json"), ("csv", "csv"), ("jsonl", "jsonl")] {
+        let exported = original.run(&["export", "--format", format]).ok().stdout;
+        let copy = Ledger::new();
+        let path = copy.file(&format!("ledger.{extension}"), &exported);
+        copy.run(&["import", &path]).ok();
+        let again = copy.run(&["export", "--format", format]).ok().stdout;
+        assert_eq!(again, exported, "{format}: export → import → export differs");
+        // Every visible field survives, whichever format carried it.
+        let strip = |tasks: Vec<crate::TaskJson>| {
+            tasks
+                .into_iter()
+                .map(|mut t| {
+                    t.created_at.clear();
+                    t.updated_at.clear();
+                    t
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(strip(copy.tasks()), strip(original.tasks()), "{format}: rows differ");
+        let reimport = copy.run(&["import", &path, "--json"]).ok();
+        let report: serde_json::Value = reimport.json();
+        assert_eq!(
+            (report["added"].as_u64(), report["updated"].as_u64()),
+            (Some(0), Some(0)),
+            "{format}: M8"
+        );
+    }
+}
+
+#[test]
+fn x3_csv_with_japanese_headers_round_trips() {
+    let original = rich();
+    let exported = original.run(&["export", "--format", "csv", "--ja"]).ok().stdout;
+    assert!(
+        exported.starts_with("タスクID,状態,▶AI実行,タスク,内容,発生源,根拠,期限,担当,分類"),
+        "{exported}"
+    );
+    assert!(exported.contains(",要人手,"));
+    let copy = Ledger::new();
+    copy.run(&["import", &copy.file("台帳.csv", &exported)]).ok();
+    assert_eq!(copy.run(&["export", "--format", "csv", "--ja"]).ok().stdout, exported);
+}
+
+#[test]
+fn x3_a_done_file_resolves_dependencies() {
+    let ledger = Ledger::new();
+    let run = ledger.run(&["import", &fixture("tasks-open.md"), &fixture("tasks-done.md")]).ok();
+    assert!(run.stdout.contains("5 added"), "{}", run.stdout);
+    let tasks = ledger.tasks();
+    let done: Vec<&str> = tasks.iter().filter(|t| t.status == "done").map(|t| t.id.as_str()).collect();
+    assert_eq!(done, ["T-0001", "T-0002"]);
+    let ready: crate::ReadyJson = ledger.run(&["ready", "--json"]).ok().json();
+    assert_eq!(ids(&ready.tasks), ["T-0003"], "T-0004 waits for T-0003; T-0001 and T-0002 are done");
+}
+
+#[test]
+fn m3_m4_m5_reimport_never_overwrites_what_a_person_wrote() {
+    let ledger = Ledger::new();
+    let path = ledger.file("tasks.md", "- [ ] [T-0001] research | 担当:writer\n- [ ] [T-0002] draft\n");
+    ledger.run(&["import", &path]).ok();
+    ledger.run(&["set", "T-0001", "--assignee", "a person", "--correction", "use primary sources"]).ok();
+    ledger.run(&["set", "T-0002", "--status", "done"]).ok();
+    std::fs::write(
+        &path,
+        "- [ ] [T-0001] research | 担当:someone else | 期限:2026-12-31\n- [ ] [T-0002] draft | 担当:x\n- [ ] new one\n",
+    )
+    .unwrap();
+    let report: serde_json::Value = ledger.run(&["import", &path, "--json"]).ok().json();
+    assert_eq!(
+        (report["added"].as_u64(), report["updated"].as_u64(), report["skipped"].as_u64()),
+        (Some(1), Some(1), Some(1))
+    );
+    let tasks = ledger.tasks();
+    assert_eq!(tasks[0].assignee, "a person", "M5: a value is never overwritten");
+    assert_eq!(tasks[0].due.as_deref(), Some("2026-12-31"), "M5: an empty cell is filled");
+    assert_eq!(tasks[0].correction, "use primary sources", "M4");
+    assert_eq!(tasks[1].assignee, "", "M3: a done row is not touched");
+    assert!(report["skips"][0]["reason"].as_str().unwrap().contains("done"));
+}

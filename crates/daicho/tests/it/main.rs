@@ -1,0 +1,171 @@
+//! Integration tests of the `daicho` binary: real processes on a real SQLite ledger file.
+
+mod cli;
+mod errors;
+mod formats;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde::Deserialize;
+
+/// A ledger in a temporary directory, and a way to run `daicho` on it.
+#[derive(Debug)]
+pub struct Ledger {
+    pub dir: tempfile::TempDir,
+}
+
+/// What one run printed and how it exited.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(output: Output) -> Run {
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Asserts exit code 0 and returns self.
+    #[track_caller]
+    pub fn ok(self) -> Run {
+        assert_eq!(self.code, 0, "expected success\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        self
+    }
+
+    /// Parses stdout as JSON.
+    #[track_caller]
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> T {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not the JSON expected: {e}\n{}", self.stdout))
+    }
+}
+
+impl Ledger {
+    /// An initialized, empty ledger.
+    #[allow(clippy::new_without_default, reason = "creating a ledger runs a process; no silent default")]
+    pub fn new() -> Ledger {
+        let ledger = Ledger::uninitialized();
+        ledger.run(&["init"]).ok();
+        ledger
+    }
+
+    /// A directory without a ledger.
+    pub fn uninitialized() -> Ledger {
+        Ledger { dir: tempfile::tempdir().expect("a temporary directory") }
+    }
+
+    /// The command, run in the ledger's directory with its default `.daicho/ledger.db`.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_daicho"));
+        command
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("DAICHO_DB")
+            .env_remove("DAICHO_LANG")
+            .env("LANG", "C")
+            .env("DAICHO_USER", "tester")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Runs `daicho ARGS`.
+    pub fn run(&self, args: &[&str]) -> Run {
+        Run::from(self.command(args).output().expect("daicho runs"))
+    }
+
+    /// Runs `daicho ARGS` with `input` on stdin.
+    pub fn run_with_input(&self, args: &[&str], input: &[u8]) -> Run {
+        use std::io::Write as _;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("daicho starts");
+        child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
+        Run::from(child.wait_with_output().expect("daicho runs"))
+    }
+
+    /// Writes a file in the ledger's directory; returns its path as a string.
+    pub fn file(&self, name: &str, contents: impl AsRef<[u8]>) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, contents).expect("write a fixture");
+        path.to_string_lossy().into_owned()
+    }
+
+    /// Every task, as `list --json` reports it.
+    pub fn tasks(&self) -> Vec<TaskJson> {
+        self.run(&["list", "--json"]).ok().json()
+    }
+
+    /// The ledger exported as JSON (a snapshot to compare).
+    pub fn export(&self) -> String {
+        self.run(&["export", "--format", "json"]).ok().stdout
+    }
+}
+
+/// A fixture file of this crate's tests.
+pub fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name).to_string_lossy().into_owned()
+}
+
+/// The JSON wire format of a task (`--json`). Unknown fields fail the test: a change to the
+/// wire format must be made here too.
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TaskJson {
+    pub id: String,
+    pub project: String,
+    pub status: String,
+    pub run: bool,
+    pub title: String,
+    pub body: String,
+    pub source: String,
+    pub evidence: String,
+    pub due: Option<String>,
+    pub assignee: String,
+    #[serde(rename = "type")]
+    pub work_type: String,
+    pub priority: i64,
+    pub not_before: Option<String>,
+    pub action: String,
+    pub result: String,
+    pub run_at: Option<String>,
+    pub correction: String,
+    pub deps: Vec<String>,
+    pub tags: Vec<String>,
+    pub key: String,
+    pub failures: u32,
+    pub refresh: bool,
+    pub attempt: u32,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// The `ready --json` wire format.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadyJson {
+    pub total: usize,
+    pub tasks: Vec<TaskJson>,
+}
+
+/// The ids of tasks.
+pub fn ids(tasks: &[TaskJson]) -> Vec<&str> {
+    tasks.iter().map(|t| t.id.as_str()).collect()
+}
+
+/// The path of a file in a ledger's directory.
+pub fn path_in(ledger: &Ledger, name: &str) -> PathBuf {
+    ledger.dir.path().join(name)
+}
