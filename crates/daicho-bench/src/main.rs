@@ -1,1 +1,203 @@
-fn main() {}
+//! Benchmarks of daicho that print figures (speed targets live here, not in timed tests).
+//!
+//! ```text
+//! cargo build --release -p daicho -p daicho-bench
+//! target/release/daicho-bench [merge|ledger|all]
+//! ```
+//!
+//! - `merge`: `merge_plan` with 1,000,000 existing rows and 100,000 incoming items (goal < 1 s);
+//! - `ledger`: a SQLite ledger of 100,000 tasks with ~200,000 dep edges, built by `daicho import`;
+//!   then `daicho ready` as a whole process (goal < 50 ms) and `daicho push` of 100,000 new
+//!   items into that ledger (goal < 5 s).
+//!
+//! The `daicho` binary is looked for beside this one (`target/release/daicho`) unless
+//! `DAICHO_BIN` names it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use daicho_core::{Item, Task, TaskId, merge_plan};
+
+fn main() {
+    let which = std::env::args().nth(1).unwrap_or_else(|| "all".to_owned());
+    match which.as_str() {
+        "merge" => bench_merge(),
+        "ledger" => bench_ledger(),
+        "all" => {
+            bench_merge();
+            bench_ledger();
+        }
+        other => {
+            eprintln!("usage: daicho-bench [merge|ledger|all] (got '{other}')");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// A small deterministic generator (64-bit LCG), so every run builds the same data.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn bench_merge() {
+    let now = jiff::Timestamp::from_second(1_800_000_000).expect("a valid instant");
+    let existing_n = 1_000_000u64;
+    let incoming_n = 100_000u64;
+    let started = Instant::now();
+    let existing: Vec<Task> = (1..=existing_n)
+        .map(|i| {
+            let mut t = Task::new(TaskId::new(i), &format!("既存タスク number {i}"), "sheet", now);
+            t.body = if i % 3 == 0 { String::new() } else { format!("body {i}") };
+            t
+        })
+        .collect();
+    // Half the incoming items match existing rows (a third of those fill an empty body), half are new.
+    let incoming: Vec<Item> = (0..incoming_n)
+        .map(|j| {
+            let title = if j % 2 == 0 {
+                format!("既存タスク　NUMBER {}！", j * 7 + 1)
+            } else {
+                format!("new task {j}")
+            };
+            let mut item = Item::new(&title, "sheet");
+            item.body = format!("incoming body {j}");
+            item
+        })
+        .collect();
+    println!("merge_plan: built {existing_n} rows and {incoming_n} items in {}", ms(started.elapsed()));
+    let mut best = Duration::MAX;
+    let mut counts = (0, 0, 0);
+    for _ in 0..3 {
+        let started = Instant::now();
+        let plan = merge_plan(&existing, &incoming, now, existing_n + 1);
+        best = best.min(started.elapsed());
+        counts = (plan.add.len(), plan.patch.len(), plan.skip.len());
+    }
+    println!(
+        "merge_plan: {existing_n} existing x {incoming_n} incoming: best of 3 = {} (goal < 1000 ms); add {}, patch {}, skip {}",
+        ms(best),
+        counts.0,
+        counts.1,
+        counts.2
+    );
+}
+
+fn daicho_bin() -> PathBuf {
+    if let Ok(bin) = std::env::var("DAICHO_BIN") {
+        return PathBuf::from(bin);
+    }
+    let me = std::env::current_exe().expect("the bench binary's path");
+    me.with_file_name(format!("daicho{}", std::env::consts::EXE_SUFFIX))
+}
+
+fn run(bin: &Path, db: &Path, args: &[&str], stdin: Option<&Path>) -> Duration {
+    let mut command = Command::new(bin);
+    command.arg("--db").arg(db).args(args).stdout(Stdio::null()).stderr(Stdio::inherit());
+    if let Some(file) = stdin {
+        command.stdin(std::fs::File::open(file).expect("the input file"));
+    }
+    let started = Instant::now();
+    let status = command.status().expect("daicho runs");
+    let took = started.elapsed();
+    assert!(status.success(), "daicho {args:?} failed: {status}");
+    took
+}
+
+fn median_of(times: &mut [Duration]) -> (Duration, Duration, Duration) {
+    times.sort();
+    (times[0], times[times.len() / 2], times[times.len() - 1])
+}
+
+fn bench_ledger() {
+    let bin = daicho_bin();
+    assert!(
+        bin.exists(),
+        "{} not found: cargo build --release -p daicho first, or set DAICHO_BIN",
+        bin.display()
+    );
+    let dir = std::env::temp_dir().join(format!("daicho-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a bench directory");
+    let db = dir.join("ledger.db");
+
+    // 100,000 tasks, each waiting for up to two earlier ones nearby: ~200,000 edges, acyclic.
+    let n = 100_000u64;
+    let mut rng = Lcg(42);
+    let mut tasks = Vec::with_capacity(n as usize);
+    let mut edges = 0;
+    for i in 1..=n {
+        let mut deps = Vec::new();
+        for _ in 0..2 {
+            if i > 1 {
+                let d = i - 1 - rng.below((i - 1).min(1000));
+                if !deps.contains(&d) {
+                    deps.push(d);
+                }
+            }
+        }
+        edges += deps.len();
+        let status = if rng.below(100) < 60 { "done" } else { "pending" };
+        tasks.push(serde_json::json!({
+            "id": format!("T-{i:06}"),
+            "title": format!("bench task {i}"),
+            "project": format!("PJ-{:02}", i % 20),
+            "status": status,
+            "priority": rng.below(3),
+            "deps": deps.iter().map(|d| format!("T-{d:06}")).collect::<Vec<_>>(),
+        }));
+    }
+    let ledger_file = dir.join("ledger.json");
+    std::fs::write(&ledger_file, serde_json::to_vec(&serde_json::json!({ "tasks": tasks })).expect("JSON"))
+        .expect("write the ledger file");
+    run(&bin, &db, &["init"], None);
+    let import = run(&bin, &db, &["import", ledger_file.to_str().expect("a UTF-8 path")], None);
+    println!("ledger: imported {n} tasks with {edges} dep edges in {}", ms(import));
+
+    run(&bin, &db, &["ready"], None);
+    let mut times: Vec<Duration> = (0..30).map(|_| run(&bin, &db, &["ready"], None)).collect();
+    let (best, median, worst) = median_of(&mut times);
+    println!(
+        "ready: whole process on {n} tasks / {edges} edges: best {}, median {}, worst {} of 30 (goal < 50 ms)",
+        ms(best),
+        ms(median),
+        ms(worst)
+    );
+    let mut times: Vec<Duration> = (0..10).map(|_| run(&bin, &db, &["ready", "--json"], None)).collect();
+    println!("ready --json: median {} of 10", ms(median_of(&mut times).1));
+
+    // `daicho push` of 100,000 new items into that ledger; half of them wait for existing tasks.
+    let items: Vec<serde_json::Value> = (0..n)
+        .map(|j| {
+            let mut item =
+                serde_json::json!({ "title": format!("pushed finding {j}"), "evidence": format!("scan #{j}") });
+            if j % 2 == 0 {
+                item["deps"] = serde_json::json!([format!("T-{:06}", 1 + rng.below(n))]);
+            }
+            item
+        })
+        .collect();
+    let push_file = dir.join("push.json");
+    std::fs::write(&push_file, serde_json::to_vec(&items).expect("JSON")).expect("write the push file");
+    let push = run(&bin, &db, &["push", "--source", "scanner"], Some(&push_file));
+    println!("push: {n} new items into a {n}-task ledger: {} (goal < 5000 ms)", ms(push));
+    let again = run(&bin, &db, &["push", "--source", "scanner"], Some(&push_file));
+    println!("push: the same {n} items again (all skipped, M8): {}", ms(again));
+    let mut times: Vec<Duration> = (0..10).map(|_| run(&bin, &db, &["ready"], None)).collect();
+    println!("ready: whole process on {} tasks: median {} of 10", 2 * n, ms(median_of(&mut times).1));
+    let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
+    println!("ledger file: {:.1} MiB", size as f64 / f64::from(1 << 20));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -143,17 +143,6 @@ pub fn changed_fields(before: &Task, after: &Task) -> (Map<String, Value>, Map<S
     (b, a)
 }
 
-/// The whole row as a JSON object, for the journal entry of an insertion or a purge.
-pub fn row_fields(task: &Task) -> Map<String, Value> {
-    match serde_json::to_value(task) {
-        Ok(Value::Object(mut map)) => {
-            map.remove("updated_at");
-            map
-        }
-        _ => Map::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,15 +13,15 @@
 mod rows;
 mod schema;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use daicho_core::dag::{NewDeps, check_new_deps};
-use daicho_core::edit::{TaskEdit, changed_fields, row_fields};
+use daicho_core::edit::{TaskEdit, changed_fields};
 use daicho_core::key::dedupe_key;
-use daicho_core::{Actor, Task, TaskId, merge_plan};
+use daicho_core::{Actor, Status, Task, TaskId, merge_plan};
 use daicho_store::{
     Batch, JournalEntry, ListFilter, ReadySet, Result, SkippedItem, Store, StoreError, UnknownDeps,
     UpsertReport,
@@ -363,21 +363,36 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
 
     let actor = batch.actor.to_string();
     let mut report = UpsertReport::default();
-    let mut recount: Vec<TaskId> = Vec::new();
+    // Rows that waited for a just-added id (a missing dep until now) that arrives satisfied have
+    // one unmet dep fewer. Done before the new rows' own edges exist, so only older rows move.
+    for addition in plan.add.iter().filter(|a| a.task.status.satisfies_deps()) {
+        rows::shift_dependents(tx, addition.task.id, -1).map_err(backend)?;
+    }
+    let added_status: HashMap<TaskId, Status> = plan.add.iter().map(|a| (a.task.id, a.task.status)).collect();
     for addition in &plan.add {
         let task = &addition.task;
-        rows::insert_task(tx, task).map_err(|e| match e {
+        let mut unmet = 0;
+        for dep in &task.deps {
+            let status = match added_status.get(dep) {
+                Some(status) => Some(*status),
+                None => rows::status_of(tx, *dep).map_err(backend)?,
+            };
+            if !status.is_some_and(Status::satisfies_deps) {
+                unmet += 1;
+            }
+        }
+        rows::insert_task(tx, task, unmet).map_err(|e| match e {
             rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
                 StoreError::Conflict(format!("{} or its key is already in the ledger", task.id))
             }
             other => backend(other),
         })?;
-        rows::replace_deps(tx, task.id, &task.deps).map_err(backend)?;
-        journal(tx, batch.now, task.id, &actor, "add", &Default::default(), &row_fields(task))?;
+        rows::insert_deps(tx, task.id, &task.deps).map_err(backend)?;
+        let row = serde_json::to_string(task).map_err(|e| StoreError::Backend(e.to_string()))?;
+        journal(tx, batch.now, task.id, &actor, "add", "{}", &row)?;
         report.added.push(task.id);
-        recount.push(task.id);
     }
-    let by_id: std::collections::HashMap<TaskId, &Task> = existing.iter().map(|t| (t.id, t)).collect();
+    let by_id: HashMap<TaskId, &Task> = existing.iter().map(|t| (t.id, t)).collect();
     for patch in &plan.patch {
         let before = by_id[&patch.id];
         let mut after = before.clone();
@@ -386,18 +401,10 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
         rows::update_task(tx, &after).map_err(backend)?;
         if patch.fields.deps.is_some() {
             rows::replace_deps(tx, after.id, &after.deps).map_err(backend)?;
-            recount.push(after.id);
+            rows::recount_unmet(tx, after.id).map_err(backend)?;
         }
-        let (b, a) = changed_fields(before, &after);
-        journal(tx, batch.now, after.id, &actor, "patch", &b, &a)?;
+        journal_change(tx, batch.now, before, &after, &actor, "patch")?;
         report.updated.push(after.id);
-    }
-    // Rows that waited for a just-added id that arrives satisfied have one unmet dep fewer.
-    for addition in plan.add.iter().filter(|a| a.task.status.satisfies_deps()) {
-        rows::shift_dependents(tx, addition.task.id, -1).map_err(backend)?;
-    }
-    for id in recount {
-        rows::recount_unmet(tx, id).map_err(backend)?;
     }
     tx.execute(
         "UPDATE meta SET value = ?1 WHERE name = 'next_id'",
@@ -432,28 +439,39 @@ fn edit_in(tx: &Transaction<'_>, id: TaskId, edit: &TaskEdit, actor: &Actor, now
         rows::replace_deps(tx, id, &after.deps).map_err(backend)?;
         rows::recount_unmet(tx, id).map_err(backend)?;
     }
-    let (b, a) = changed_fields(&before, &after);
-    journal(tx, now, id, &actor.to_string(), "edit", &b, &a)?;
+    journal_change(tx, now, &before, &after, &actor.to_string(), "edit")?;
     get_task(tx, id)?.ok_or(StoreError::NotFound(id))
 }
 
+/// Journals a change of one row: the fields that differ, before and after.
+fn journal_change(
+    tx: &Transaction<'_>,
+    at: Timestamp,
+    before: &Task,
+    after: &Task,
+    actor: &str,
+    kind: &str,
+) -> Result<()> {
+    let (b, a) = changed_fields(before, after);
+    let encode = |m| serde_json::to_string(&m).map_err(|e| StoreError::Backend(e.to_string()));
+    journal(tx, at, after.id, actor, kind, &encode(b)?, &encode(a)?)
+}
+
+/// Appends one journal entry; `before` and `after` are JSON objects.
 fn journal(
     tx: &Transaction<'_>,
     at: Timestamp,
     task: TaskId,
     actor: &str,
     kind: &str,
-    before: &serde_json::Map<String, serde_json::Value>,
-    after: &serde_json::Map<String, serde_json::Value>,
+    before: &str,
+    after: &str,
 ) -> Result<()> {
-    let encode = |m: &serde_json::Map<String, serde_json::Value>| {
-        serde_json::to_string(m).unwrap_or_else(|_| "{}".into())
-    };
     tx.prepare_cached(
         "INSERT INTO journal (at, task, task_id, actor, kind, before, after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )
     .and_then(|mut s| {
-        s.execute(params![micros(at), task.num() as i64, task.to_string(), actor, kind, encode(before), encode(after)])
+        s.execute(params![micros(at), task.num() as i64, task.to_string(), actor, kind, before, after])
     })
     .map_err(backend)?;
     Ok(())

@@ -75,14 +75,14 @@ pub(crate) fn read_task(row: &Row<'_>) -> rusqlite::Result<Task> {
     })
 }
 
-/// Inserts a new row (its `unmet_deps` is set by [`recount_unmet`]).
-pub(crate) fn insert_task(tx: &Transaction<'_>, t: &Task) -> rusqlite::Result<()> {
+/// Inserts a new row with its count of unmet deps.
+pub(crate) fn insert_task(tx: &Transaction<'_>, t: &Task, unmet_deps: i64) -> rusqlite::Result<()> {
     let mut stmt = tx.prepare_cached(
         "INSERT INTO task (num, id_width, project, status, run, title, body, source, evidence, due, \
          assignee, work_type, priority, not_before, action, result, run_at, correction, deps, tags, key, \
-         failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at) \
+         failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at, unmet_deps) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-         ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
+         ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
     )?;
     stmt.execute(params![
         t.id.num() as i64,
@@ -113,6 +113,7 @@ pub(crate) fn insert_task(tx: &Transaction<'_>, t: &Task) -> rusqlite::Result<()
         t.lease.as_ref().map(|l| micros(l.expires_at)),
         micros(t.created_at),
         micros(t.updated_at),
+        unmet_deps,
     ])?;
     Ok(())
 }
@@ -159,11 +160,26 @@ pub(crate) fn update_task(tx: &Transaction<'_>, t: &Task) -> rusqlite::Result<()
 /// Replaces the edges of a row in `task_dep` (the reverse index of deps).
 pub(crate) fn replace_deps(tx: &Transaction<'_>, id: TaskId, deps: &[TaskId]) -> rusqlite::Result<()> {
     tx.prepare_cached("DELETE FROM task_dep WHERE task = ?1")?.execute([id.num() as i64])?;
+    insert_deps(tx, id, deps)
+}
+
+/// Adds the edges of a new row to `task_dep`.
+pub(crate) fn insert_deps(tx: &Transaction<'_>, id: TaskId, deps: &[TaskId]) -> rusqlite::Result<()> {
     let mut insert = tx.prepare_cached("INSERT OR IGNORE INTO task_dep (task, dep) VALUES (?1, ?2)")?;
     for dep in deps {
         insert.execute([id.num() as i64, dep.num() as i64])?;
     }
     Ok(())
+}
+
+/// The status of a row, `None` when it does not exist.
+pub(crate) fn status_of(tx: &Transaction<'_>, id: TaskId) -> rusqlite::Result<Option<Status>> {
+    use rusqlite::OptionalExtension as _;
+    let text: Option<String> = tx
+        .prepare_cached("SELECT status FROM task WHERE num = ?1")?
+        .query_row([id.num() as i64], |r| r.get(0))
+        .optional()?;
+    Ok(text.and_then(|t| Status::parse(&t)))
 }
 
 /// Sets a row's `unmet_deps` from its edges: deps missing or not `done`/`dropped`.

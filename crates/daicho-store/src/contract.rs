@@ -2,7 +2,7 @@
 //!
 //! A backend's test file instantiates it in one line:
 //!
-//! ```ignore
+//! ```text
 //! daicho_store::store_contract_tests!(SqliteBackend::temp());
 //! ```
 //!

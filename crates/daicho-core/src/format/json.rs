@@ -148,8 +148,9 @@ pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item
         return Err(InputError::new(file, Some(1), "expected a JSON array of tasks or a tasks document"));
     };
     let mut items = Vec::with_capacity(raw_items.len());
+    let mut lines = LineCounter::new(text);
     for raw in raw_items {
-        let line = line_of(text, raw.get());
+        let line = lines.line_of(raw.get());
         let wire: WireItem = serde_json::from_str(raw.get()).map_err(|e| {
             InputError::new(file, Some(line + e.line().saturating_sub(1)), format!("bad task: {e}"))
         })?;
@@ -178,10 +179,33 @@ pub fn parse_lines(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Ve
     Ok(items)
 }
 
-/// The 1-based line at which `part` (a slice of `text`) starts.
+/// Finds the 1-based line at which a slice of `text` starts. Slices are asked for in increasing
+/// order (items of an array), so each byte is counted once: linear in the input, not quadratic.
+struct LineCounter<'a> {
+    text: &'a str,
+    offset: usize,
+    line: usize,
+}
+
+impl<'a> LineCounter<'a> {
+    fn new(text: &'a str) -> LineCounter<'a> {
+        LineCounter { text, offset: 0, line: 1 }
+    }
+
+    fn line_of(&mut self, part: &str) -> usize {
+        let at = (part.as_ptr() as usize).saturating_sub(self.text.as_ptr() as usize).min(self.text.len());
+        if at < self.offset {
+            *self = LineCounter::new(self.text);
+        }
+        self.line += self.text.as_bytes()[self.offset..at].iter().filter(|&&b| b == b'\n').count();
+        self.offset = at;
+        self.line
+    }
+}
+
+/// The 1-based line at which `part` (a slice of `text`) starts; for one-off errors.
 fn line_of(text: &str, part: &str) -> usize {
-    let offset = (part.as_ptr() as usize).saturating_sub(text.as_ptr() as usize).min(text.len());
-    text.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1
+    LineCounter::new(text).line_of(part)
 }
 
 fn to_item(wire: WireItem, line: usize) -> Result<Item, String> {
