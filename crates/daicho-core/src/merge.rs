@@ -226,7 +226,8 @@ pub struct UnresolvedDep {
 ///
 /// `existing` must hold at least every row whose key equals an incoming item's key or whose id
 /// equals an incoming `T-` id; other rows may be present and are ignored. `next_id` is the
-/// ledger's next free id number: every number at or above it is unused. `now` stamps new rows.
+/// ledger's id counter: numbers at or above it were never given (fresh ids also stay above every
+/// row in `existing`). `now` stamps new rows.
 ///
 /// - the key is `source|normalize(title)` (M1); an item whose key matches a row is that row;
 /// - rows are never deleted: the plan has no deletions (M2);
@@ -242,11 +243,54 @@ pub struct UnresolvedDep {
 /// the next free number. Dependency references are resolved against the batch's own ids first,
 /// then read as ledger ids; the rest are listed in [`Plan::unresolved`].
 pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id: u64) -> Plan {
-    let mut by_key: HashMap<&str, &Task> = HashMap::with_capacity(existing.len());
-    let mut taken: HashSet<u64> = HashSet::with_capacity(existing.len());
+    let keys = incoming_keys(incoming);
+    merge_plan_with_keys(existing, incoming, &keys, now, next_id)
+}
+
+/// The dedupe key of each incoming item (M1), `None` for a blank one (M9). A store computes
+/// them once to find the rows they match and hands them to [`merge_plan_with_keys`].
+pub fn incoming_keys(incoming: &[Item]) -> Vec<Option<String>> {
+    incoming
+        .iter()
+        .map(|item| {
+            (!item.is_blank() && !item.title.trim().is_empty()).then(|| dedupe_key(&item.source, &item.title))
+        })
+        .collect()
+}
+
+/// [`merge_plan`] with the keys of [`incoming_keys`] already computed.
+///
+/// # Panics
+///
+/// When `keys` and `incoming` differ in length.
+pub fn merge_plan_with_keys(
+    existing: &[Task],
+    incoming: &[Item],
+    keys: &[Option<String>],
+    now: Timestamp,
+    next_id: u64,
+) -> Plan {
+    assert_eq!(keys.len(), incoming.len(), "one key per incoming item");
+    // Index the incoming side (small) and scan the existing side (up to the whole ledger) once.
+    let mut wanted: HashMap<&str, Option<&Task>> =
+        keys.iter().flatten().map(|k| (k.as_str(), None)).collect();
+    let requested: HashSet<u64> = incoming
+        .iter()
+        .filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse))
+        .map(TaskId::num)
+        .collect();
+    let mut taken: HashSet<u64> = HashSet::new();
+    let mut max_existing = 0;
     for task in existing {
-        by_key.entry(task.key.as_str()).or_insert(task);
-        taken.insert(task.id.num());
+        max_existing = max_existing.max(task.id.num());
+        if let Some(slot) = wanted.get_mut(task.key.as_str())
+            && slot.is_none()
+        {
+            *slot = Some(task);
+        }
+        if requested.contains(&task.id.num()) {
+            taken.insert(task.id.num());
+        }
     }
 
     // Pass 1: match every item by key and decide its fate; keep requested ids that are free.
@@ -255,17 +299,16 @@ pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id:
         Patch(&'a Task),
         Add(Option<TaskId>),
     }
-    let mut first_by_key: HashMap<String, usize> = HashMap::with_capacity(incoming.len());
+    let mut first_by_key: HashMap<&str, usize> = HashMap::with_capacity(incoming.len());
     let mut fates: Vec<Fate> = Vec::with_capacity(incoming.len());
     let mut planned: HashSet<u64> = HashSet::new();
-    for (index, item) in incoming.iter().enumerate() {
-        if item.is_blank() || item.title.trim().is_empty() {
+    for (index, (item, key)) in incoming.iter().zip(keys).enumerate() {
+        let Some(key) = key.as_deref() else {
             fates.push(Fate::Skip(SkipReason::Blank, None));
             continue;
-        }
-        let key = dedupe_key(&item.source, &item.title);
-        let row = by_key.get(key.as_str()).copied();
-        if let Some(&first_index) = first_by_key.get(&key) {
+        };
+        let row = wanted.get(key).copied().flatten();
+        if let Some(&first_index) = first_by_key.get(key) {
             // M7: the first item with a key wins.
             let reason = SkipReason::DuplicateInInput { first_index };
             fates.push(Fate::Skip(reason, row.map(|r| r.id)));
@@ -294,7 +337,7 @@ pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id:
     // Pass 2: give the other new rows fresh numbers, counting on from the largest id in use so
     // that ids grow in the order they are given.
     let max_planned = planned.iter().copied().max().unwrap_or(0);
-    let mut next = next_id.max(max_planned + 1).max(1);
+    let mut next = next_id.max(max_existing + 1).max(max_planned + 1);
     let mut resolved: Vec<Option<TaskId>> = Vec::with_capacity(incoming.len());
     for fate in &mut fates {
         let id = match fate {
@@ -302,11 +345,9 @@ pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id:
             Fate::Patch(row) => Some(row.id),
             Fate::Add(Some(id)) => Some(*id),
             Fate::Add(slot @ None) => {
-                while planned.contains(&next) || taken.contains(&next) {
-                    next += 1;
-                }
+                // Every number from `next` on is free: above the ledger's counter, every
+                // existing row and every id kept in pass 1.
                 let id = TaskId::new(next);
-                planned.insert(next);
                 next += 1;
                 *slot = Some(id);
                 Some(id)
@@ -348,7 +389,8 @@ pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id:
             Fate::Add(id) => {
                 let id = id.expect("pass 2 assigns an id to every addition");
                 let deps = resolve_deps(item, index, &refs, &mut plan.unresolved);
-                plan.add.push(Addition { task: new_row(id, item, deps, now), index, line: item.line });
+                let key = keys[index].clone().expect("an addition has a key");
+                plan.add.push(Addition { task: new_row(id, item, key, deps, now), index, line: item.line });
             }
         }
     }
@@ -422,8 +464,8 @@ fn fill_empty_cells(row: &Task, item: &Item, deps: Vec<TaskId>) -> PatchFields {
     fields
 }
 
-fn new_row(id: TaskId, item: &Item, deps: Vec<TaskId>, now: Timestamp) -> Task {
-    let mut task = Task::new(id, &item.title, &item.source, now);
+fn new_row(id: TaskId, item: &Item, key: String, deps: Vec<TaskId>, now: Timestamp) -> Task {
+    let mut task = Task::with_key(id, &item.title, &item.source, key, now);
     task.project = item.project.clone();
     // A run cannot be under way in a row that did not exist: an imported `running` is pending.
     task.status = match item.status.unwrap_or(Status::Pending) {

@@ -259,6 +259,11 @@ pub struct Task {
 impl Task {
     /// A pending task with every other field empty.
     pub fn new(id: TaskId, title: &str, source: &str, now: Timestamp) -> Task {
+        Task::with_key(id, title, source, crate::key::dedupe_key(source, title), now)
+    }
+
+    /// [`Task::new`] with the dedupe key already computed.
+    pub fn with_key(id: TaskId, title: &str, source: &str, key: String, now: Timestamp) -> Task {
         Task {
             id,
             project: String::new(),
@@ -279,7 +284,7 @@ impl Task {
             correction: String::new(),
             deps: Vec::new(),
             tags: Tags::new(),
-            key: crate::key::dedupe_key(source, title),
+            key,
             failures: 0,
             refresh: false,
             attempt: 0,

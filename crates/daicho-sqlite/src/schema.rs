@@ -41,9 +41,8 @@ CREATE TABLE task (
     updated_at       INTEGER NOT NULL
 );
 CREATE UNIQUE INDEX task_key ON task (key);
-CREATE INDEX task_ready ON task (status, unmet_deps, priority DESC, num);
+CREATE INDEX task_ready ON task (status, unmet_deps, priority DESC, num, not_before);
 CREATE INDEX task_project ON task (project, num);
-CREATE INDEX task_source ON task (source, num);
 
 CREATE TABLE task_dep (
     task INTEGER NOT NULL,
@@ -74,6 +73,11 @@ INSERT INTO meta (name, value) VALUES ('next_id', 1);
 /// Brings the schema up to date in one immediate transaction (so two processes opening a new
 /// ledger at once migrate it once).
 pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
+    // The common case, an up-to-date ledger, reads one pragma and takes no write lock.
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(backend)?;
+    if version as usize == MIGRATIONS.len() {
+        return Ok(());
+    }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
     let version: usize =
         tx.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).map_err(backend)? as usize;

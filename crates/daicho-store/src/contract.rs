@@ -39,6 +39,7 @@ macro_rules! store_contract_tests {
             ready_order_and_deps,
             ready_matches_the_definition_after_every_step,
             missing_dep_blocks_until_it_arrives,
+            a_cycle_through_a_formerly_missing_dep_is_refused,
             refused_batch_changes_nothing,
             unknown_deps_follow_the_policy,
             closed_rows_untouched_by_upsert,
@@ -266,6 +267,22 @@ pub async fn missing_dep_blocks_until_it_arrives<B: Backend>(backend: &B) {
     store.upsert(batch(vec![arrives])).await.expect("upsert");
     let ready = store.ready(t0(), 10).await.expect("ready");
     assert_eq!(ready.tasks.iter().map(|t| t.id.to_string()).collect::<Vec<_>>(), ["T-0010"]);
+}
+
+/// D2: a row kept waiting for a missing id, and that id arriving to wait for the row, is a cycle.
+pub async fn a_cycle_through_a_formerly_missing_dep_is_refused<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let mut keep = batch(vec![with_id("waits", "T-0010", &["T-0020"]), with_id("unrelated", "T-0011", &[])]);
+    keep.unknown_deps = UnknownDeps::Keep;
+    store.upsert(keep).await.expect("kept with a missing dep");
+    let before = all(&store).await;
+    let err = store
+        .upsert(batch(vec![with_id("arrives", "T-0020", &["T-0010"])]))
+        .await
+        .expect_err("T-0010 → T-0020 → T-0010 is a cycle");
+    assert!(err.to_string().contains("dependency cycle"), "{err}");
+    assert_eq!(all(&store).await, before);
+    store.upsert(batch(vec![with_id("fine", "T-0020", &["T-0011"])])).await.expect("no cycle");
 }
 
 /// A batch refused for a cycle, an unknown dep or an unresolved ref writes nothing.
