@@ -2,7 +2,7 @@
 
 use std::io::Write as _;
 
-use comfy_table::{ContentArrangement, Table, presets};
+use comfy_table::{ContentArrangement, LineStyle, Table, TableStyle, presets};
 use daicho_core::Task;
 use daicho_store::JournalEntry;
 use serde::Serialize;
@@ -58,9 +58,12 @@ pub fn cell(text: &str, max: usize) -> String {
     out
 }
 
-fn table(header: Vec<&str>) -> Table {
+/// A dense table: one line under the header, no lines between rows.
+const DENSE: TableStyle = TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─'));
+
+fn table(header: Vec<&str>, style: TableStyle) -> Table {
     let mut table = Table::new();
-    table.load_style(presets::UTF8_HORIZONTAL_ONLY).set_content_arrangement(ContentArrangement::Dynamic);
+    table.load_style(style).set_content_arrangement(ContentArrangement::Dynamic);
     table.set_header(header);
     table
 }
@@ -89,7 +92,7 @@ pub fn task_table(tasks: &[Task], ja: bool) -> String {
             "tags", "project",
         ]
     };
-    let mut t = table(header);
+    let mut t = table(header, DENSE);
     for task in tasks {
         let deps: Vec<String> = task.deps.iter().map(ToString::to_string).collect();
         t.add_row(vec![
@@ -160,7 +163,7 @@ pub fn task_detail(task: &Task, ja: bool) -> String {
 
 /// A table of journal entries.
 pub fn journal_table(entries: &[JournalEntry]) -> String {
-    let mut t = table(vec!["seq", "at", "actor", "kind", "changes"]);
+    let mut t = table(vec!["seq", "at", "actor", "kind", "changes"], presets::UTF8_HORIZONTAL_ONLY);
     for e in entries {
         let changes: Vec<String> = if e.kind == "add" {
             vec![format!("created: {}", e.after.get("title").and_then(|v| v.as_str()).unwrap_or_default())]
