@@ -19,6 +19,7 @@ pub mod id;
 pub mod item;
 pub mod key;
 pub mod merge;
+pub mod policy;
 pub mod task;
 
 pub use error::InputError;
