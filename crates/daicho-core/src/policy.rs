@@ -90,7 +90,11 @@ impl fmt::Display for Stall {
 pub fn route<'a>(task: &Task, actions: &'a [ActionSpec]) -> Result<Option<&'a ActionSpec>, Stall> {
     if !task.action.trim().is_empty() {
         let name = task.action.trim();
-        return actions.iter().find(|a| a.name == name).map(Some).ok_or_else(|| Stall::UnknownAction(name.to_owned()));
+        return actions
+            .iter()
+            .find(|a| a.name == name)
+            .map(Some)
+            .ok_or_else(|| Stall::UnknownAction(name.to_owned()));
     }
     let by_type = (!task.work_type.is_empty())
         .then(|| actions.iter().find(|a| a.types.iter().any(|t| t == &task.work_type)))
@@ -205,7 +209,9 @@ impl fmt::Display for Hold {
             Hold::Heavy(id) => write!(f, "heavy: run it with `daicho run-heavy {id}`"),
             Hold::NotRequested => f.write_str("run not requested: tick ▶ run (`daicho set --run`)"),
             Hold::Stalled(stall) => write!(f, "stalled: {stall}"),
-            Hold::ActionCap(action, cap) => write!(f, "daily cap of {cap} runs reached for action '{action}'"),
+            Hold::ActionCap(action, cap) => {
+                write!(f, "daily cap of {cap} runs reached for action '{action}'")
+            }
             Hold::DailyCap(cap) => write!(f, "daily cap of {cap} runs reached"),
         }
     }
@@ -409,7 +415,10 @@ mod tests {
         manual_only.auto = false;
         let actions = [manual_only, action("auto", &["b"])];
         assert_eq!(decide(&task(1, "b", ""), Mode::Auto, &gate(&actions)), Err(Hold::NoAiTag));
-        assert_eq!(decide(&task(2, "a", "ai"), Mode::Auto, &gate(&actions)), Err(Hold::NotAuto("draft".into())));
+        assert_eq!(
+            decide(&task(2, "a", "ai"), Mode::Auto, &gate(&actions)),
+            Err(Hold::NotAuto("draft".into()))
+        );
         assert!(decide(&task(3, "b", "ai"), Mode::Auto, &gate(&actions)).is_ok());
         assert!(decide(&task(4, "a", ""), Mode::Manual, &gate(&actions)).is_ok(), "a person may run it");
         assert_eq!(decide(&task(5, "b", "ai"), Mode::Requested, &gate(&actions)), Err(Hold::NotRequested));

@@ -11,6 +11,7 @@
 //! `(status, unmet_deps, priority DESC, num)` serves `ready` in run order.
 
 mod rows;
+mod runs;
 mod schema;
 
 use std::collections::{HashMap, HashSet};
@@ -21,10 +22,11 @@ use std::time::Duration;
 use daicho_core::dag::{NewDeps, check_new_deps};
 use daicho_core::edit::{TaskEdit, changed_fields};
 use daicho_core::merge::{incoming_keys, merge_plan_with_keys};
+use daicho_core::policy::{FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{
-    Batch, JournalEntry, ListFilter, ReadySet, Result, SkippedItem, Store, StoreError, UnknownDeps,
-    UpsertReport,
+    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, ReadySet, Result,
+    RunRecord, SkippedItem, Store, StoreError, UnknownDeps, UpsertReport,
 };
 use jiff::Timestamp;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -92,6 +94,34 @@ impl SqliteStore {
         &self.inner.path
     }
 
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction, committed when `f` succeeds.
+    async fn write<R, F>(&self, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
+    {
+        self.with_conn(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let out = f(&tx)?;
+            tx.commit().map_err(backend)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Runs `f` in one read transaction (a consistent snapshot).
+    async fn read<R, F>(&self, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
+    {
+        self.with_conn(move |conn| {
+            let tx = conn.transaction().map_err(backend)?;
+            f(&tx)
+        })
+        .await
+    }
+
     /// Runs `f` on a pooled connection on a blocking thread.
     async fn with_conn<R, F>(&self, f: F) -> Result<R>
     where
@@ -143,6 +173,59 @@ fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
 }
 
 impl Store for SqliteStore {
+    async fn claim(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
+        self.write(move |tx| runs::claim_in(tx, &request)).await
+    }
+
+    async fn heartbeat(&self, id: TaskId, attempt: u32, worker: &str, until: Timestamp) -> Result<()> {
+        let worker = worker.to_owned();
+        self.write(move |tx| runs::heartbeat_in(tx, id, attempt, &worker, until)).await
+    }
+
+    async fn finish(&self, finish: Finish) -> Result<Task> {
+        self.write(move |tx| runs::finish_in(tx, &finish)).await
+    }
+
+    async fn expire_leases(&self, now: Timestamp, policy: FailurePolicy) -> Result<Vec<(TaskId, Status)>> {
+        self.write(move |tx| runs::expire_in(tx, now, policy)).await
+    }
+
+    async fn set_paused(&self, reason: Option<String>, actor: Actor, now: Timestamp) -> Result<()> {
+        self.write(move |tx| runs::set_paused_in(tx, reason.as_deref(), &actor, now)).await
+    }
+
+    async fn paused(&self) -> Result<Option<String>> {
+        self.read(runs::paused_in).await
+    }
+
+    async fn run_counts(&self, since: Timestamp) -> Result<RunCounts> {
+        self.read(move |tx| runs::run_counts_in(tx, since)).await
+    }
+
+    async fn stats(&self, since: Timestamp) -> Result<Vec<ActionStats>> {
+        self.read(move |tx| runs::stats_in(tx, since)).await
+    }
+
+    async fn runs(&self, id: TaskId) -> Result<Vec<RunRecord>> {
+        self.read(move |tx| runs::runs_in(tx, id)).await
+    }
+
+    async fn note_run(&self, id: TaskId, attempt: u32, note: String) -> Result<()> {
+        self.write(move |tx| runs::note_in(tx, id, attempt, &note)).await
+    }
+
+    async fn queue_approvals(&self, ids: Vec<TaskId>, now: Timestamp) -> Result<Vec<TaskId>> {
+        self.write(move |tx| runs::queue_approvals_in(tx, &ids, now)).await
+    }
+
+    async fn approvals(&self) -> Result<Vec<(TaskId, Timestamp)>> {
+        self.read(runs::approvals_in).await
+    }
+
+    async fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> Result<Task> {
+        self.write(move |tx| runs::approve_in(tx, id, &actor, now)).await
+    }
+
     async fn upsert(&self, batch: Batch) -> Result<UpsertReport> {
         self.with_conn(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
@@ -239,7 +322,7 @@ const READY_WHERE: &str =
 /// Run order: priority (larger first), then id. Served by the index `task_ready`.
 const READY_ORDER: &str = "ORDER BY priority DESC, num";
 
-fn get_task(conn: &Connection, id: TaskId) -> Result<Option<Task>> {
+pub(crate) fn get_task(conn: &Connection, id: TaskId) -> Result<Option<Task>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = ?1"))
         .and_then(|mut s| s.query_row([id.num() as i64], read_task).optional())
         .map_err(backend)
@@ -492,7 +575,7 @@ fn edit_in(tx: &Transaction<'_>, id: TaskId, edit: &TaskEdit, actor: &Actor, now
 }
 
 /// Journals a change of one row: the fields that differ, before and after.
-fn journal_change(
+pub(crate) fn journal_change(
     tx: &Transaction<'_>,
     at: Timestamp,
     before: &Task,
@@ -506,7 +589,7 @@ fn journal_change(
 }
 
 /// Appends one journal entry; `before` and `after` are JSON objects.
-fn journal(
+pub(crate) fn journal(
     tx: &Transaction<'_>,
     at: Timestamp,
     task: TaskId,
@@ -521,6 +604,23 @@ fn journal(
     .and_then(|mut s| {
         s.execute(params![micros(at), task.num() as i64, task.to_string(), actor, kind, before, after])
     })
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// Appends a journal entry about the ledger as a whole (pause, resume): task 0, shown as `ledger`.
+pub(crate) fn journal_event(
+    tx: &Transaction<'_>,
+    at: Timestamp,
+    actor: &str,
+    kind: &str,
+    before: &str,
+    after: &str,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO journal (at, task, task_id, actor, kind, before, after) VALUES (?1, 0, 'ledger', ?2, ?3, ?4, ?5)",
+    )
+    .and_then(|mut s| s.execute(params![micros(at), actor, kind, before, after]))
     .map_err(backend)?;
     Ok(())
 }

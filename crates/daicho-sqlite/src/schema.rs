@@ -8,7 +8,8 @@ use crate::backend;
 
 /// Migrations in order; the n-th brings the schema to version n + 1. Never edit a released
 /// one: add another.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE task (
     num              INTEGER PRIMARY KEY,
     id_width         INTEGER NOT NULL,
@@ -68,7 +69,38 @@ CREATE TABLE meta (
     value INTEGER NOT NULL
 ) WITHOUT ROWID;
 INSERT INTO meta (name, value) VALUES ('next_id', 1);
-"#];
+"#,
+    r#"
+CREATE TABLE run (
+    task            INTEGER NOT NULL,
+    attempt         INTEGER NOT NULL,
+    worker          TEXT    NOT NULL,
+    action          TEXT    NOT NULL,
+    started         INTEGER NOT NULL,
+    finished        INTEGER,
+    outcome         TEXT    NOT NULL DEFAULT 'running',
+    error           TEXT    NOT NULL DEFAULT '',
+    tokens_in       INTEGER,
+    tokens_out      INTEGER,
+    idempotency_key TEXT    NOT NULL,
+    note            TEXT    NOT NULL DEFAULT '',
+    PRIMARY KEY (task, attempt)
+) WITHOUT ROWID;
+CREATE INDEX run_started ON run (started, action);
+
+CREATE TABLE approval (
+    task       INTEGER PRIMARY KEY,
+    queued_at  INTEGER NOT NULL,
+    decided_at INTEGER,
+    decided_by TEXT
+);
+
+CREATE TABLE setting (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+"#,
+];
 
 /// Brings the schema up to date in one immediate transaction (so two processes opening a new
 /// ledger at once migrate it once).

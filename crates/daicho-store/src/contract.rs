@@ -17,7 +17,8 @@ use daicho_core::edit::TaskEdit;
 use daicho_core::{Actor, Item, Status, Task, TaskId};
 use jiff::{SignedDuration, Timestamp};
 
-use crate::{Batch, ListFilter, Store, StoreError, UnknownDeps};
+use crate::{Batch, ClaimOutcome, ClaimRequest, Finish, ListFilter, RunEnd, Store, StoreError, UnknownDeps};
+use daicho_core::policy::FailurePolicy;
 
 /// A fresh database of one backend; every [`Backend::open`] opens it again.
 pub trait Backend {
@@ -45,6 +46,14 @@ macro_rules! store_contract_tests {
             closed_rows_untouched_by_upsert,
             edit_reads_back_and_refuses_cycles,
             list_filters,
+            s1_claim_is_committed_before_the_run_and_fenced_by_attempt,
+            s1_concurrent_claims_of_one_row_give_it_once,
+            s3_three_failures_park_the_row,
+            s4_an_expired_lease_counts_one_failure_once,
+            done_unblocks_dependents_and_requires_run_when_asked,
+            s8_paused_claims_nothing,
+            s2_approval_queue_is_idempotent,
+            s9_run_counts_and_stats,
         );
     };
     (@tests $backend:expr; $($name:ident),* $(,)?) => {
@@ -405,4 +414,229 @@ pub async fn list_filters<B: Backend>(backend: &B) {
         titles(list(ListFilter { limit: Some(2), ..ListFilter::default() }).await.expect("list")),
         ["a", "b"]
     );
+}
+
+fn claim_request(task: TaskId, worker: &str, now: Timestamp) -> ClaimRequest {
+    ClaimRequest {
+        id: task,
+        worker: worker.to_owned(),
+        action: "act".to_owned(),
+        now,
+        lease: SignedDuration::from_mins(30),
+        require_run: false,
+    }
+}
+
+fn finish(task: &Task, worker: &str, end: RunEnd) -> Finish {
+    Finish {
+        id: task.id,
+        attempt: task.attempt,
+        worker: worker.to_owned(),
+        now: t0() + SignedDuration::from_secs(5),
+        end,
+        policy: FailurePolicy::default(),
+    }
+}
+
+fn success(status: Status) -> RunEnd {
+    RunEnd::Success { result: "made it".into(), status, tokens_in: Some(10), tokens_out: Some(20) }
+}
+
+fn failure(error: &str) -> RunEnd {
+    RunEnd::Failure { error: error.to_owned(), timeout: false }
+}
+
+async fn claimed<S: Store>(store: &S, request: ClaimRequest) -> Task {
+    match store.claim(request).await.expect("claim") {
+        ClaimOutcome::Claimed(task) => *task,
+        other => panic!("expected a claim, got {other:?}"),
+    }
+}
+
+/// S1: the claim commits `running`, `run = false`, `run_at`, attempt + 1 and the lease before
+/// any run; a second claim gets nothing; every later write is fenced by the attempt.
+pub async fn s1_claim_is_committed_before_the_run_and_fenced_by_attempt<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let mut requested = item("run me");
+    requested.run = true;
+    let id = store.upsert(batch(vec![requested])).await.expect("upsert").added[0];
+    let task = claimed(&store, claim_request(id, "w1", t0())).await;
+    // What an executor reading the ledger at its start sees (read through a second store).
+    let seen = backend.open().await.get(id).await.expect("get").expect("row");
+    assert_eq!((seen.status, seen.run, seen.attempt, seen.run_at), (Status::Running, false, 1, Some(t0())));
+    assert_eq!(seen.lease.as_ref().map(|l| l.owner.as_str()), Some("w1"));
+    assert_eq!(seen, task, "the claim returns the committed row");
+    assert_eq!(store.claim(claim_request(id, "w2", t0())).await.expect("claim"), ClaimOutcome::NotClaimable);
+
+    let stale = Finish { worker: "w2".into(), ..finish(&task, "w1", success(Status::Done)) };
+    assert!(matches!(store.finish(stale).await, Err(StoreError::LeaseLost { .. })), "another worker's write");
+    let wrong_attempt = Finish { attempt: 7, ..finish(&task, "w1", success(Status::Done)) };
+    assert!(matches!(store.finish(wrong_attempt).await, Err(StoreError::LeaseLost { .. })));
+    store.heartbeat(id, 1, "w1", t0() + SignedDuration::from_hours(1)).await.expect("heartbeat");
+    let done = store.finish(finish(&task, "w1", success(Status::Review))).await.expect("finish");
+    assert_eq!((done.status, done.result.as_str(), done.lease.is_none()), (Status::Review, "made it", true));
+    let late = store.finish(finish(&task, "w1", failure("late"))).await;
+    assert!(matches!(late, Err(StoreError::LeaseLost { id: i, attempt: 1 }) if i == id), "{late:?}");
+    assert!(matches!(store.heartbeat(id, 1, "w1", t0()).await, Err(StoreError::LeaseLost { .. })));
+    assert_eq!(store.get(id).await.expect("get").expect("row"), done, "a rejected write changes nothing");
+    let runs = store.runs(id).await.expect("runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0].outcome.as_str(), runs[0].idempotency_key.clone()), ("success", format!("{id}:1")));
+    let kinds: Vec<String> = store.journal(id).await.expect("journal").into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, ["add", "claim", "finish"]);
+}
+
+/// S1: many concurrent claims of one row: exactly one wins.
+pub async fn s1_concurrent_claims_of_one_row_give_it_once<B: Backend>(backend: &B) {
+    let store = std::sync::Arc::new(backend.open().await);
+    let id = store.upsert(batch(vec![item("contended")])).await.expect("upsert").added[0];
+    let mut handles = Vec::new();
+    for w in 0..8 {
+        let store = std::sync::Arc::clone(&store);
+        handles.push(async move { store.claim(claim_request(id, &format!("w{w}"), t0())).await });
+    }
+    let mut wins = 0;
+    for outcome in futures_join(handles).await {
+        if matches!(outcome.expect("claim"), ClaimOutcome::Claimed(_)) {
+            wins += 1;
+        }
+    }
+    assert_eq!(wins, 1);
+}
+
+/// Awaits all futures concurrently (a tiny join without an extra crate).
+async fn futures_join<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut pinned: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = (0..pinned.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (slot, future) in out.iter_mut().zip(pinned.iter_mut()) {
+            if slot.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(value) => *slot = Some(value),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
+    })
+    .await;
+    out.into_iter().map(|o| o.expect("every future finished")).collect()
+}
+
+/// S3: a failure counts, puts the row back to pending and stops; the third parks it.
+pub async fn s3_three_failures_park_the_row<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let id = store.upsert(batch(vec![item("flaky")])).await.expect("upsert").added[0];
+    for round in 1..=3u32 {
+        let task = claimed(&store, claim_request(id, "w", t0())).await;
+        let after = store.finish(finish(&task, "w", failure(&format!("boom {round}")))).await.expect("fail");
+        assert_eq!(after.failures, round);
+        let want = if round < 3 { Status::Pending } else { Status::NeedsHuman };
+        assert_eq!(after.status, want, "after failure {round}");
+    }
+    assert_eq!(store.claim(claim_request(id, "w", t0())).await.expect("claim"), ClaimOutcome::NotClaimable);
+    let journal = store.journal(id).await.expect("journal");
+    assert_eq!(journal.last().expect("entry").after["error"], "boom 3");
+}
+
+/// S4: a running row whose lease expired counts one timeout failure, once; its worker's late
+/// write is then rejected; at the cap the row is parked.
+pub async fn s4_an_expired_lease_counts_one_failure_once<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let id = store.upsert(batch(vec![item("killed worker")])).await.expect("upsert").added[0];
+    let policy = FailurePolicy::default();
+    for round in 1..=3u32 {
+        let now = t0() + SignedDuration::from_hours(i64::from(round));
+        let mut request = claim_request(id, "doomed", now);
+        request.lease = SignedDuration::from_mins(1);
+        let task = claimed(&store, request).await;
+        assert!(store.expire_leases(now, policy).await.expect("expire").is_empty(), "not yet expired");
+        let later = now + SignedDuration::from_mins(2);
+        let expired = store.expire_leases(later, policy).await.expect("expire");
+        let want = if round < 3 { Status::Pending } else { Status::NeedsHuman };
+        assert_eq!(expired, [(id, want)]);
+        assert!(store.expire_leases(later, policy).await.expect("expire").is_empty(), "counted once");
+        let late = store.finish(finish(&task, "doomed", success(Status::Done))).await;
+        assert!(matches!(late, Err(StoreError::LeaseLost { .. })), "a lost run's late write is rejected");
+        assert_eq!(store.get(id).await.expect("get").expect("row").failures, round);
+    }
+    let runs = store.runs(id).await.expect("runs");
+    assert!(runs.iter().all(|r| r.outcome == "lost"), "{runs:?}");
+}
+
+/// A run finishing `done` unblocks its dependents; `require_run` claims only ticked rows.
+pub async fn done_unblocks_dependents_and_requires_run_when_asked<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    store
+        .upsert(batch(vec![with_id("a", "T-0001", &[]), with_id("b", "T-0002", &["T-0001"])]))
+        .await
+        .expect("upsert");
+    assert_eq!(
+        store.claim(claim_request(id("T-0002"), "w", t0())).await.expect("claim"),
+        ClaimOutcome::NotClaimable,
+        "blocked"
+    );
+    let mut ticked = claim_request(id("T-0001"), "w", t0());
+    ticked.require_run = true;
+    assert_eq!(
+        store.claim(ticked.clone()).await.expect("claim"),
+        ClaimOutcome::NotClaimable,
+        "run not ticked"
+    );
+    let edit = TaskEdit { run: Some(true), ..TaskEdit::default() };
+    store.edit(id("T-0001"), edit, Actor::Human("p".into()), t0()).await.expect("tick");
+    let task = claimed(&store, ticked).await;
+    assert!(!task.run, "the claim clears the run box");
+    store.finish(finish(&task, "w", success(Status::Done))).await.expect("finish");
+    let ready = store.ready(t0(), 10).await.expect("ready");
+    assert_eq!(ready.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), [id("T-0002")]);
+}
+
+/// S8: while paused, no claim succeeds; after resume they do.
+pub async fn s8_paused_claims_nothing<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let id = store.upsert(batch(vec![item("waits out the pause")])).await.expect("upsert").added[0];
+    store.set_paused(Some("maintenance".into()), Actor::Human("p".into()), t0()).await.expect("pause");
+    assert_eq!(store.paused().await.expect("paused"), Some("maintenance".into()));
+    assert_eq!(
+        store.claim(claim_request(id, "w", t0())).await.expect("claim"),
+        ClaimOutcome::Paused("maintenance".into())
+    );
+    assert_eq!(store.get(id).await.expect("get").expect("row").status, Status::Pending);
+    store.set_paused(None, Actor::Human("p".into()), t0()).await.expect("resume");
+    assert_eq!(store.paused().await.expect("paused"), None);
+    claimed(&store, claim_request(id, "w", t0())).await;
+}
+
+/// S2: a task enters the approval queue once; approving ticks `run` and empties the queue.
+pub async fn s2_approval_queue_is_idempotent<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let id = store.upsert(batch(vec![item("publish")])).await.expect("upsert").added[0];
+    assert_eq!(store.queue_approvals(vec![id], t0()).await.expect("queue"), [id]);
+    assert!(store.queue_approvals(vec![id], t0()).await.expect("queue").is_empty(), "not queued twice");
+    assert_eq!(store.approvals().await.expect("approvals").len(), 1);
+    let approved = store.approve(id, Actor::Human("boss".into()), t0()).await.expect("approve");
+    assert!(approved.run);
+    assert!(store.approvals().await.expect("approvals").is_empty());
+    assert!(store.queue_approvals(vec![id], t0()).await.expect("queue").is_empty(), "decided stays decided");
+    let journal = store.journal(id).await.expect("journal");
+    assert_eq!(journal.last().map(|e| (e.kind.as_str(), e.actor.as_str())), Some(("approve", "human:boss")));
+}
+
+/// S9: runs are counted per action for the daily caps; stats add up outcomes and tokens.
+pub async fn s9_run_counts_and_stats<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let report = store.upsert(batch(vec![item("one"), item("two")])).await.expect("upsert");
+    let a = claimed(&store, claim_request(report.added[0], "w", t0())).await;
+    store.finish(finish(&a, "w", success(Status::Review))).await.expect("finish");
+    let b = claimed(&store, claim_request(report.added[1], "w", t0())).await;
+    store.finish(finish(&b, "w", failure("no"))).await.expect("fail");
+    let counts = store.run_counts(t0()).await.expect("counts");
+    assert_eq!((counts.total, counts.by_action.get("act").copied()), (2, Some(2)));
+    assert_eq!(store.run_counts(t0() + SignedDuration::from_secs(1)).await.expect("counts").total, 0);
+    let stats = store.stats(t0()).await.expect("stats");
+    assert_eq!(stats.len(), 1);
+    let s = &stats[0];
+    assert_eq!((s.runs, s.successes, s.failures, s.tokens_in, s.tokens_out), (2, 1, 1, 10, 20));
 }

@@ -15,8 +15,9 @@ use std::future::Future;
 
 use daicho_core::dag::DagError;
 use daicho_core::edit::TaskEdit;
+use daicho_core::policy::{FailurePolicy, RunCounts};
 use daicho_core::{Actor, InputError, Item, Status, Task, TaskId};
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value};
 
 /// What the store reports when a method fails.
@@ -35,6 +36,15 @@ pub enum StoreError {
     /// The change conflicts with the stored state.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A write of a run whose claim is no longer current: the row was finished, expired or
+    /// claimed again (a higher attempt) since. The write is rejected (fencing).
+    #[error("lease lost: {id} attempt {attempt} is no longer the current run")]
+    LeaseLost {
+        /// The task.
+        id: TaskId,
+        /// The stale attempt.
+        attempt: u32,
+    },
     /// The database failed or could not be opened.
     #[error("database: {0}")]
     Backend(String),
@@ -135,6 +145,124 @@ pub struct JournalEntry {
     pub after: Map<String, Value>,
 }
 
+/// A request to claim one task for a run (S1).
+#[derive(Clone, Debug)]
+pub struct ClaimRequest {
+    /// The task.
+    pub id: TaskId,
+    /// The worker claiming it (`host:pid`); it owns the lease.
+    pub worker: String,
+    /// The action that will run it.
+    pub action: String,
+    /// The claim's time: `run_at`, and the start of the lease.
+    pub now: Timestamp,
+    /// How long the lease lasts without a heartbeat.
+    pub lease: SignedDuration,
+    /// Claim only if the ▶ run box is ticked (a requested or approved run); the flag is cleared.
+    pub require_run: bool,
+}
+
+/// What a claim got.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClaimOutcome {
+    /// The row is ours: `running`, `run = false`, attempt + 1, leased. Committed.
+    Claimed(Box<Task>),
+    /// The row is no longer claimable (another worker took it, a person changed it, or it is no
+    /// longer ready). Nothing was written.
+    NotClaimable,
+    /// The kill switch is on; nothing was written.
+    Paused(String),
+}
+
+/// How a run ended, as the worker reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The executor succeeded: the row goes to `status` (`review` or `done`) with `result`.
+    Success {
+        /// What the run produced.
+        result: String,
+        /// `review` or `done` (the action's `on_success`).
+        status: Status,
+        /// Prompt tokens reported by an LLM API.
+        tokens_in: Option<u64>,
+        /// Completion tokens reported by an LLM API.
+        tokens_out: Option<u64>,
+    },
+    /// The executor failed (or timed out): one more failure, back to `pending` or to
+    /// `needs_human` at the cap (S3). No retry.
+    Failure {
+        /// What went wrong.
+        error: String,
+        /// Whether it was a timeout (S11).
+        timeout: bool,
+    },
+}
+
+/// The report of a finished run.
+#[derive(Clone, Debug)]
+pub struct Finish {
+    /// The task.
+    pub id: TaskId,
+    /// The attempt the worker claimed: the fence.
+    pub attempt: u32,
+    /// The worker that claimed it.
+    pub worker: String,
+    /// When the run ended.
+    pub now: Timestamp,
+    /// How it ended.
+    pub end: RunEnd,
+    /// How failures are counted.
+    pub policy: FailurePolicy,
+}
+
+/// One run of a task, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunRecord {
+    /// The task.
+    pub task: TaskId,
+    /// The attempt (1 for the first claim).
+    pub attempt: u32,
+    /// The worker.
+    pub worker: String,
+    /// The action.
+    pub action: String,
+    /// When it started.
+    pub started: Timestamp,
+    /// When it ended, if it has.
+    pub finished: Option<Timestamp>,
+    /// `running`, `success`, `failure`, `timeout` or `lost`.
+    pub outcome: String,
+    /// The error of a failed run.
+    pub error: String,
+    /// Prompt tokens, if reported.
+    pub tokens_in: Option<u64>,
+    /// Completion tokens, if reported.
+    pub tokens_out: Option<u64>,
+    /// `T-0042:<attempt>`.
+    pub idempotency_key: String,
+    /// Notes written after the run (e.g. a failed push of found tasks).
+    pub note: String,
+}
+
+/// Runs per action over a period.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ActionStats {
+    /// The action.
+    pub action: String,
+    /// Runs started.
+    pub runs: u64,
+    /// Runs that succeeded.
+    pub successes: u64,
+    /// Runs that failed, timed out or were lost.
+    pub failures: u64,
+    /// Runs still under way.
+    pub running: u64,
+    /// Prompt tokens.
+    pub tokens_in: u64,
+    /// Completion tokens.
+    pub tokens_out: u64,
+}
+
 /// The storage contract. Each method is one transaction.
 ///
 /// Implementations are cheap to share (`Send + Sync`); methods take `&self`.
@@ -183,6 +311,95 @@ pub trait Store: Send + Sync {
 
     /// The journal of one row, oldest first.
     fn journal(&self, id: TaskId) -> impl Future<Output = Result<Vec<JournalEntry>>> + Send;
+
+    /// Claims one task for a run (S1), in one committed transaction: only if the kill switch is
+    /// off, the row is `pending` and ready (deps done, `not_before` passed) and, with
+    /// `require_run`, its ▶ box is ticked. The row becomes `running` with `run = false`,
+    /// `run_at = now`, attempt + 1 and a lease to `worker` until `now + lease`; a run record
+    /// and a journal entry are written. Only after this returns `Claimed` may the executor
+    /// start.
+    ///
+    /// # Transactions, locks and timeouts
+    ///
+    /// The check and the update are one write transaction, so two workers (threads, processes,
+    /// machines) never both get `Claimed` for the same row and attempt.
+    fn claim(&self, request: ClaimRequest) -> impl Future<Output = Result<ClaimOutcome>> + Send;
+
+    /// Extends the lease of a running claim to `until`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::LeaseLost`] unless the row is still `running` under this attempt and worker.
+    fn heartbeat(
+        &self,
+        id: TaskId,
+        attempt: u32,
+        worker: &str,
+        until: Timestamp,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Records the end of a run and returns the row as stored: success sets the result and
+    /// `review`/`done`; failure adds one to `failures` and sets `pending`, or `needs_human` at
+    /// the cap (S3). The lease is cleared, the run record closed, the journal written; a row
+    /// that becomes `done` unblocks its dependents in the same transaction.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::LeaseLost`] when the claim is no longer current (a stale worker's late
+    /// write): nothing is written.
+    fn finish(&self, finish: Finish) -> impl Future<Output = Result<Task>> + Send;
+
+    /// Counts every lost run (S4): each `running` row whose lease expired by `now` (or that has
+    /// none) gets one timeout failure and goes back to `pending`, or to `needs_human` at the
+    /// cap. Returns the rows and their new status. Idempotent: a second call finds nothing.
+    fn expire_leases(
+        &self,
+        now: Timestamp,
+        policy: FailurePolicy,
+    ) -> impl Future<Output = Result<Vec<(TaskId, Status)>>> + Send;
+
+    /// Turns the kill switch on (with a reason) or off (S8), journaled as a ledger event.
+    fn set_paused(
+        &self,
+        reason: Option<String>,
+        actor: Actor,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The kill switch: `Some(reason)` while paused.
+    fn paused(&self) -> impl Future<Output = Result<Option<String>>> + Send;
+
+    /// Runs started at or after `since`, per action and in all (for daily caps, S9).
+    fn run_counts(&self, since: Timestamp) -> impl Future<Output = Result<RunCounts>> + Send;
+
+    /// Runs per action started at or after `since`, with outcomes and tokens (`daicho stats`).
+    fn stats(&self, since: Timestamp) -> impl Future<Output = Result<Vec<ActionStats>>> + Send;
+
+    /// The runs of one task, oldest first.
+    fn runs(&self, id: TaskId) -> impl Future<Output = Result<Vec<RunRecord>>> + Send;
+
+    /// Adds a note to a run record (a failed push of found tasks, X2).
+    fn note_run(&self, id: TaskId, attempt: u32, note: String) -> impl Future<Output = Result<()>> + Send;
+
+    /// Puts tasks in the approval queue (S2); a task already queued is not queued again.
+    /// Returns the ones newly queued.
+    fn queue_approvals(
+        &self,
+        ids: Vec<TaskId>,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Vec<TaskId>>> + Send;
+
+    /// The approval queue: tasks waiting for a person, oldest first.
+    fn approvals(&self) -> impl Future<Output = Result<Vec<(TaskId, Timestamp)>>> + Send;
+
+    /// A person approves a queued (or any external) task: ticks `run` and closes its queue
+    /// entry, journaled. Returns the row as stored.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotFound`] for an unknown id; [`StoreError::Conflict`] unless the row is
+    /// `pending`.
+    fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> impl Future<Output = Result<Task>> + Send;
 }
 
 impl Batch {

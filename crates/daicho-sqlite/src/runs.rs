@@ -1,0 +1,394 @@
+//! Runs: claims, heartbeats, finishes, lost runs, the kill switch, caps, approvals (S1–S9).
+//!
+//! Every function here runs inside one `BEGIN IMMEDIATE` transaction opened by the caller.
+
+use daicho_core::policy::{FailurePolicy, RunCounts, idempotency_key};
+use daicho_core::task::Lease;
+use daicho_core::{Actor, Status, Task, TaskId};
+use daicho_store::{ActionStats, ClaimOutcome, ClaimRequest, Finish, Result, RunEnd, RunRecord, StoreError};
+use jiff::Timestamp;
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use crate::rows::{self, micros};
+use crate::{backend, get_task, journal_change, journal_event};
+
+/// The setting that holds the kill switch's reason while paused.
+const PAUSED: &str = "paused";
+
+pub(crate) fn paused_in(tx: &Transaction<'_>) -> Result<Option<String>> {
+    tx.prepare_cached("SELECT value FROM setting WHERE name = ?1")
+        .and_then(|mut s| s.query_row([PAUSED], |r| r.get(0)).optional())
+        .map_err(backend)
+}
+
+pub(crate) fn set_paused_in(
+    tx: &Transaction<'_>,
+    reason: Option<&str>,
+    actor: &Actor,
+    now: Timestamp,
+) -> Result<()> {
+    let before = paused_in(tx)?;
+    match reason {
+        Some(reason) => tx
+            .execute("INSERT OR REPLACE INTO setting (name, value) VALUES (?1, ?2)", [PAUSED, reason])
+            .map_err(backend)?,
+        None => tx.execute("DELETE FROM setting WHERE name = ?1", [PAUSED]).map_err(backend)?,
+    };
+    if before.as_deref() != reason {
+        let kind = if reason.is_some() { "pause" } else { "resume" };
+        let after = serde_json::json!({ "paused": reason }).to_string();
+        let before = serde_json::json!({ "paused": before }).to_string();
+        journal_event(tx, now, &actor.to_string(), kind, &before, &after)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<ClaimOutcome> {
+    if let Some(reason) = paused_in(tx)? {
+        return Ok(ClaimOutcome::Paused(reason));
+    }
+    let Some(before) = get_task(tx, req.id)? else {
+        return Ok(ClaimOutcome::NotClaimable);
+    };
+    let now = micros(req.now);
+    let changed = tx
+        .prepare_cached(
+            "UPDATE task SET status = 'running', run = 0, run_at = ?2, attempt = attempt + 1, \
+             lease_owner = ?3, lease_expires_at = ?4, updated_at = ?2 \
+             WHERE num = ?1 AND status = 'pending' AND unmet_deps = 0 \
+             AND (not_before IS NULL OR not_before <= ?2) AND (?5 = 0 OR run = 1)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                req.id.num() as i64,
+                now,
+                req.worker,
+                micros(req.now + req.lease),
+                req.require_run
+            ])
+        })
+        .map_err(backend)?;
+    if changed == 0 {
+        return Ok(ClaimOutcome::NotClaimable);
+    }
+    let after = get_task(tx, req.id)?.ok_or(StoreError::NotFound(req.id))?;
+    tx.prepare_cached(
+        "INSERT INTO run (task, attempt, worker, action, started, idempotency_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            req.id.num() as i64,
+            after.attempt,
+            req.worker,
+            req.action,
+            now,
+            idempotency_key(req.id, after.attempt)
+        ])
+    })
+    .map_err(backend)?;
+    journal_change(tx, req.now, &before, &after, &Actor::Worker(req.worker.clone()).to_string(), "claim")?;
+    Ok(ClaimOutcome::Claimed(Box::new(after)))
+}
+
+/// The row, if `attempt` by `worker` is still its current run.
+fn current_run(tx: &Transaction<'_>, id: TaskId, attempt: u32, worker: &str) -> Result<Task> {
+    let task = get_task(tx, id)?.ok_or(StoreError::NotFound(id))?;
+    let owned = task.lease.as_ref().is_some_and(|l| l.owner == worker);
+    if task.status != Status::Running || task.attempt != attempt || !owned {
+        return Err(StoreError::LeaseLost { id, attempt });
+    }
+    Ok(task)
+}
+
+pub(crate) fn heartbeat_in(
+    tx: &Transaction<'_>,
+    id: TaskId,
+    attempt: u32,
+    worker: &str,
+    until: Timestamp,
+) -> Result<()> {
+    current_run(tx, id, attempt, worker)?;
+    tx.prepare_cached("UPDATE task SET lease_expires_at = ?2 WHERE num = ?1")
+        .and_then(|mut s| s.execute(params![id.num() as i64, micros(until)]))
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Writes a status change of a row that was `running`, keeping the dependents' counters right.
+fn write_end(
+    tx: &Transaction<'_>,
+    before: &Task,
+    after: &Task,
+    actor: &str,
+    kind: &str,
+    error: Option<&str>,
+) -> Result<()> {
+    rows::update_task(tx, after).map_err(backend)?;
+    if after.status.satisfies_deps() {
+        rows::shift_dependents(tx, after.id, -1).map_err(backend)?;
+    }
+    let (b, mut a) = daicho_core::edit::changed_fields(before, after);
+    if let Some(error) = error {
+        a.insert("error".into(), error.into());
+    }
+    crate::journal(
+        tx,
+        after.updated_at,
+        after.id,
+        actor,
+        kind,
+        &serde_json::to_string(&b).map_err(|e| StoreError::Backend(e.to_string()))?,
+        &serde_json::to_string(&a).map_err(|e| StoreError::Backend(e.to_string()))?,
+    )
+}
+
+fn close_run(
+    tx: &Transaction<'_>,
+    task: &Task,
+    attempt: u32,
+    now: Timestamp,
+    outcome: &str,
+    error: &str,
+    tokens: (Option<u64>, Option<u64>),
+) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE run SET finished = ?3, outcome = ?4, error = ?5, tokens_in = ?6, tokens_out = ?7 \
+         WHERE task = ?1 AND attempt = ?2",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            task.id.num() as i64,
+            attempt,
+            micros(now),
+            outcome,
+            error,
+            tokens.0.map(|t| t as i64),
+            tokens.1.map(|t| t as i64)
+        ])
+    })
+    .map_err(backend)?;
+    Ok(())
+}
+
+pub(crate) fn finish_in(tx: &Transaction<'_>, finish: &Finish) -> Result<Task> {
+    let before = current_run(tx, finish.id, finish.attempt, &finish.worker)?;
+    let mut after = before.clone();
+    after.lease = None;
+    after.updated_at = finish.now;
+    let actor = Actor::Worker(finish.worker.clone()).to_string();
+    match &finish.end {
+        RunEnd::Success { result, status, tokens_in, tokens_out } => {
+            after.status = *status;
+            after.result = result.clone();
+            write_end(tx, &before, &after, &actor, "finish", None)?;
+            close_run(tx, &after, finish.attempt, finish.now, "success", "", (*tokens_in, *tokens_out))?;
+        }
+        RunEnd::Failure { error, timeout } => {
+            let (failures, status) = finish.policy.after_failure(before.failures);
+            after.failures = failures;
+            after.status = status;
+            write_end(tx, &before, &after, &actor, "fail", Some(error))?;
+            let outcome = if *timeout { "timeout" } else { "failure" };
+            close_run(tx, &after, finish.attempt, finish.now, outcome, error, (None, None))?;
+        }
+    }
+    get_task(tx, finish.id)?.ok_or(StoreError::NotFound(finish.id))
+}
+
+pub(crate) fn expire_in(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    policy: FailurePolicy,
+) -> Result<Vec<(TaskId, Status)>> {
+    let lost: Vec<Task> = tx
+        .prepare_cached(&format!(
+            "SELECT {} FROM task WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1)",
+            rows::COLUMNS
+        ))
+        .and_then(|mut s| s.query_map([micros(now)], rows::read_task)?.collect())
+        .map_err(backend)?;
+    let mut out = Vec::with_capacity(lost.len());
+    for before in lost {
+        let owner = before.lease.as_ref().map(|l| l.owner.clone()).unwrap_or_default();
+        let error = match &before.lease {
+            Some(Lease { owner, expires_at }) => {
+                format!("lost run: the lease of {owner} expired at {expires_at}")
+            }
+            None => "lost run: running without a lease".to_owned(),
+        };
+        let mut after = before.clone();
+        let (failures, status) = policy.after_failure(before.failures);
+        after.failures = failures;
+        after.status = status;
+        after.lease = None;
+        after.updated_at = now;
+        write_end(tx, &before, &after, &Actor::System.to_string(), "lost", Some(&error))?;
+        close_run(tx, &after, before.attempt, now, "lost", &error, (None, None))?;
+        tracing::warn!(task = %before.id, attempt = before.attempt, %owner, "{error}");
+        out.push((before.id, status));
+    }
+    Ok(out)
+}
+
+pub(crate) fn run_counts_in(tx: &Transaction<'_>, since: Timestamp) -> Result<RunCounts> {
+    let rows: Vec<(String, i64)> = tx
+        .prepare_cached("SELECT action, count(*) FROM run WHERE started >= ?1 GROUP BY action")
+        .and_then(|mut s| s.query_map([micros(since)], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+        .map_err(backend)?;
+    let mut counts = RunCounts::default();
+    for (action, n) in rows {
+        counts.total += n as u32;
+        counts.by_action.insert(action, n as u32);
+    }
+    Ok(counts)
+}
+
+pub(crate) fn stats_in(tx: &Transaction<'_>, since: Timestamp) -> Result<Vec<ActionStats>> {
+    tx.prepare_cached(
+        "SELECT action, count(*), sum(outcome = 'success'), sum(outcome IN ('failure', 'timeout', 'lost')), \
+         sum(outcome = 'running'), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0) \
+         FROM run WHERE started >= ?1 GROUP BY action ORDER BY action",
+    )
+    .and_then(|mut s| {
+        s.query_map([micros(since)], |r| {
+            Ok(ActionStats {
+                action: r.get(0)?,
+                runs: r.get::<_, i64>(1)? as u64,
+                successes: r.get::<_, i64>(2)? as u64,
+                failures: r.get::<_, i64>(3)? as u64,
+                running: r.get::<_, i64>(4)? as u64,
+                tokens_in: r.get::<_, i64>(5)? as u64,
+                tokens_out: r.get::<_, i64>(6)? as u64,
+            })
+        })?
+        .collect()
+    })
+    .map_err(backend)
+}
+
+pub(crate) fn runs_in(tx: &Transaction<'_>, id: TaskId) -> Result<Vec<RunRecord>> {
+    let raw: Vec<(
+        i64,
+        String,
+        String,
+        i64,
+        Option<i64>,
+        String,
+        String,
+        Option<i64>,
+        Option<i64>,
+        String,
+        String,
+    )> = tx
+        .prepare_cached(
+            "SELECT attempt, worker, action, started, finished, outcome, error, tokens_in, tokens_out, \
+             idempotency_key, note FROM run WHERE task = ?1 ORDER BY attempt",
+        )
+        .and_then(|mut s| {
+            s.query_map([id.num() as i64], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                    r.get(10)?,
+                ))
+            })?
+            .collect()
+        })
+        .map_err(backend)?;
+    let time = |v: i64| {
+        Timestamp::from_microsecond(v).map_err(|e| StoreError::Backend(format!("bad run time: {e}")))
+    };
+    raw.into_iter()
+        .map(|(attempt, worker, action, started, finished, outcome, error, tin, tout, key, note)| {
+            Ok(RunRecord {
+                task: id,
+                attempt: attempt as u32,
+                worker,
+                action,
+                started: time(started)?,
+                finished: finished.map(time).transpose()?,
+                outcome,
+                error,
+                tokens_in: tin.map(|t| t as u64),
+                tokens_out: tout.map(|t| t as u64),
+                idempotency_key: key,
+                note,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn note_in(tx: &Transaction<'_>, id: TaskId, attempt: u32, note: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE run SET note = CASE WHEN note = '' THEN ?3 ELSE note || char(10) || ?3 END \
+         WHERE task = ?1 AND attempt = ?2",
+        params![id.num() as i64, attempt, note],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
+pub(crate) fn queue_approvals_in(
+    tx: &Transaction<'_>,
+    ids: &[TaskId],
+    now: Timestamp,
+) -> Result<Vec<TaskId>> {
+    let mut queued = Vec::new();
+    let mut insert = tx
+        .prepare_cached("INSERT OR IGNORE INTO approval (task, queued_at) VALUES (?1, ?2)")
+        .map_err(backend)?;
+    for id in ids {
+        if insert.execute(params![id.num() as i64, micros(now)]).map_err(backend)? > 0 {
+            queued.push(*id);
+        }
+    }
+    Ok(queued)
+}
+
+pub(crate) fn approvals_in(tx: &Transaction<'_>) -> Result<Vec<(TaskId, Timestamp)>> {
+    let rows: Vec<(i64, i64, i64)> = tx
+        .prepare_cached(
+            "SELECT a.task, t.id_width, a.queued_at FROM approval a JOIN task t ON t.num = a.task \
+             WHERE a.decided_at IS NULL AND t.status = 'pending' ORDER BY a.queued_at, a.task",
+        )
+        .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect())
+        .map_err(backend)?;
+    rows.into_iter()
+        .map(|(num, width, at)| {
+            let at = Timestamp::from_microsecond(at).map_err(|e| StoreError::Backend(e.to_string()))?;
+            Ok((TaskId::with_width(num as u64, width as u8), at))
+        })
+        .collect()
+}
+
+pub(crate) fn approve_in(tx: &Transaction<'_>, id: TaskId, actor: &Actor, now: Timestamp) -> Result<Task> {
+    let before = get_task(tx, id)?.ok_or(StoreError::NotFound(id))?;
+    if before.status != Status::Pending {
+        return Err(StoreError::Conflict(format!(
+            "{id} is {}; only a pending task can be approved",
+            before.status
+        )));
+    }
+    let mut after = before.clone();
+    after.run = true;
+    after.updated_at = now;
+    if after != before {
+        rows::update_task(tx, &after).map_err(backend)?;
+    }
+    tx.execute(
+        "INSERT INTO approval (task, queued_at, decided_at, decided_by) VALUES (?1, ?2, ?2, ?3) \
+         ON CONFLICT (task) DO UPDATE SET decided_at = ?2, decided_by = ?3",
+        params![id.num() as i64, micros(now), actor.to_string()],
+    )
+    .map_err(backend)?;
+    journal_change(tx, now, &before, &after, &actor.to_string(), "approve")?;
+    get_task(tx, id)?.ok_or(StoreError::NotFound(id))
+}
