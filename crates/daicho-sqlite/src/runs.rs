@@ -267,63 +267,35 @@ pub(crate) fn stats_in(tx: &Transaction<'_>, since: Timestamp) -> Result<Vec<Act
 }
 
 pub(crate) fn runs_in(tx: &Transaction<'_>, id: TaskId) -> Result<Vec<RunRecord>> {
-    let raw: Vec<(
-        i64,
-        String,
-        String,
-        i64,
-        Option<i64>,
-        String,
-        String,
-        Option<i64>,
-        Option<i64>,
-        String,
-        String,
-    )> = tx
-        .prepare_cached(
-            "SELECT attempt, worker, action, started, finished, outcome, error, tokens_in, tokens_out, \
-             idempotency_key, note FROM run WHERE task = ?1 ORDER BY attempt",
-        )
-        .and_then(|mut s| {
-            s.query_map([id.num() as i64], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                    r.get(9)?,
-                    r.get(10)?,
-                ))
-            })?
-            .collect()
+    let time = |index: usize, v: i64| {
+        Timestamp::from_microsecond(v).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Integer, Box::new(e))
         })
-        .map_err(backend)?;
-    let time = |v: i64| {
-        Timestamp::from_microsecond(v).map_err(|e| StoreError::Backend(format!("bad run time: {e}")))
     };
-    raw.into_iter()
-        .map(|(attempt, worker, action, started, finished, outcome, error, tin, tout, key, note)| {
+    tx.prepare_cached(
+        "SELECT attempt, worker, action, started, finished, outcome, error, tokens_in, tokens_out, \
+         idempotency_key, note FROM run WHERE task = ?1 ORDER BY attempt",
+    )
+    .and_then(|mut s| {
+        s.query_map([id.num() as i64], |r| {
             Ok(RunRecord {
                 task: id,
-                attempt: attempt as u32,
-                worker,
-                action,
-                started: time(started)?,
-                finished: finished.map(time).transpose()?,
-                outcome,
-                error,
-                tokens_in: tin.map(|t| t as u64),
-                tokens_out: tout.map(|t| t as u64),
-                idempotency_key: key,
-                note,
+                attempt: r.get(0)?,
+                worker: r.get(1)?,
+                action: r.get(2)?,
+                started: time(3, r.get(3)?)?,
+                finished: r.get::<_, Option<i64>>(4)?.map(|v| time(4, v)).transpose()?,
+                outcome: r.get(5)?,
+                error: r.get(6)?,
+                tokens_in: r.get::<_, Option<i64>>(7)?.map(|t| t as u64),
+                tokens_out: r.get::<_, Option<i64>>(8)?.map(|t| t as u64),
+                idempotency_key: r.get(9)?,
+                note: r.get(10)?,
             })
-        })
+        })?
         .collect()
+    })
+    .map_err(backend)
 }
 
 pub(crate) fn note_in(tx: &Transaction<'_>, id: TaskId, attempt: u32, note: &str) -> Result<()> {
