@@ -19,6 +19,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "DAICHO_DB", value_name = "PATH")]
     pub db: Option<PathBuf>,
 
+    /// The configuration (actions, policy). Default: ./daicho.toml when it exists. A PAUSED file
+    /// beside it turns the kill switch on.
+    #[arg(long, global = true, env = "DAICHO_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
     /// Print machine-readable JSON on stdout instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -55,4 +60,18 @@ pub enum Command {
     Import(cmd::import::Args),
     /// Export the ledger as Markdown, JSON or CSV.
     Export(cmd::export::Args),
+    /// Run one task now, by the same rules as a sweep (external tasks need approval).
+    Run(cmd::run::Args),
+    /// Run one heavy task now (heavy actions are never run by a sweep).
+    RunHeavy(cmd::run::Args),
+    /// Run one sweep role once, for cron or systemd timers.
+    Sweep(cmd::sweep::Args),
+    /// Approve an external task: tick its run box so the next sweep may run it.
+    Approve(cmd::approve::Args),
+    /// Turn the kill switch on: every run and sweep does nothing until `daicho resume`.
+    Pause(cmd::pause::PauseArgs),
+    /// Turn the kill switch off.
+    Resume(cmd::pause::ResumeArgs),
+    /// Runs per action: outcomes and tokens used.
+    Stats(cmd::stats::Args),
 }

@@ -186,3 +186,35 @@ pub fn journal_table(entries: &[JournalEntry]) -> String {
     }
     t.to_string()
 }
+
+/// One line about a run, for people.
+pub fn run_line(run: &daicho_engine::RunReport) -> String {
+    use daicho_engine::RunResult;
+    let status = run.status.map(|s| s.to_string()).unwrap_or_else(|| "unchanged".to_owned());
+    let mut line = match run.result {
+        RunResult::Success => {
+            format!("ran {} with {} (attempt {}): success, now {status}", run.id, run.action, run.attempt)
+        }
+        RunResult::Failure | RunResult::Timeout => format!(
+            "ran {} with {} (attempt {}): {}, now {status}: {}",
+            run.id,
+            run.action,
+            run.attempt,
+            if run.result == RunResult::Timeout { "timed out" } else { "failed" },
+            run.error.as_deref().unwrap_or_default()
+        ),
+        RunResult::LeaseLost => {
+            format!(
+                "ran {} with {} (attempt {}): lease lost, result not recorded",
+                run.id, run.action, run.attempt
+            )
+        }
+    };
+    if let Some((added, updated, skipped)) = run.pushed {
+        line.push_str(&format!("; found tasks: {added} added, {updated} updated, {skipped} skipped"));
+    }
+    if let Some(error) = &run.push_error {
+        line.push_str(&format!("; found tasks not pushed: {error}"));
+    }
+    line
+}

@@ -212,3 +212,117 @@ impl From<&JournalEntry> for JournalJson {
         }
     }
 }
+
+/// One run (`run`, `run-heavy`, `sweep`).
+#[derive(Debug, Serialize)]
+pub struct RunJson {
+    /// The task.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// The action that ran it.
+    pub action: String,
+    /// The attempt.
+    pub attempt: u32,
+    /// `success`, `failure`, `timeout` or `lease_lost`.
+    pub result: &'static str,
+    /// The row's status afterwards.
+    pub status: Option<&'static str>,
+    /// The error of a failed run.
+    pub error: Option<String>,
+    /// Found tasks pushed.
+    pub pushed: Option<PushJson>,
+    /// Why pushing found tasks failed.
+    pub push_error: Option<String>,
+}
+
+impl From<&daicho_engine::RunReport> for RunJson {
+    fn from(r: &daicho_engine::RunReport) -> RunJson {
+        use daicho_engine::RunResult;
+        RunJson {
+            id: r.id.to_string(),
+            title: r.title.clone(),
+            action: r.action.clone(),
+            attempt: r.attempt,
+            result: match r.result {
+                RunResult::Success => "success",
+                RunResult::Failure => "failure",
+                RunResult::Timeout => "timeout",
+                RunResult::LeaseLost => "lease_lost",
+            },
+            status: r.status.map(|s| s.as_str()),
+            error: r.error.clone(),
+            pushed: r.pushed.map(|(added, updated, skipped)| PushJson { added, updated, skipped }),
+            push_error: r.push_error.clone(),
+        }
+    }
+}
+
+/// A task that will not run, and why (S7).
+#[derive(Debug, Serialize)]
+pub struct HeldJson {
+    /// The task.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// The kind of hold: `stalled`, `awaiting_approval`, `heavy`, `paused`, ….
+    pub hold: &'static str,
+    /// The reason, for a person.
+    pub reason: String,
+}
+
+impl From<&daicho_engine::Held> for HeldJson {
+    fn from(h: &daicho_engine::Held) -> HeldJson {
+        HeldJson {
+            id: h.id.to_string(),
+            title: h.title.clone(),
+            hold: h.hold.kind(),
+            reason: h.hold.to_string(),
+        }
+    }
+}
+
+/// A lost run counted (S4).
+#[derive(Debug, Serialize)]
+pub struct LostJson {
+    /// The task.
+    pub id: String,
+    /// Its status afterwards: `pending`, or `needs_human` at the cap.
+    pub status: &'static str,
+}
+
+/// What a sweep did.
+#[derive(Debug, Serialize)]
+pub struct SweepJson {
+    /// `run-requested` or `auto`.
+    pub role: &'static str,
+    /// The kill switch's reason, when paused (then nothing ran).
+    pub paused: Option<String>,
+    /// Lost runs counted first.
+    pub lost: Vec<LostJson>,
+    /// Runs made.
+    pub ran: Vec<RunJson>,
+    /// Ready tasks that did not run, with reasons.
+    pub held: Vec<HeldJson>,
+    /// External tasks newly queued for approval.
+    pub queued: Vec<String>,
+    /// Eligible tasks left for a later sweep.
+    pub truncated: usize,
+}
+
+impl From<&daicho_engine::SweepReport> for SweepJson {
+    fn from(r: &daicho_engine::SweepReport) -> SweepJson {
+        SweepJson {
+            role: match r.role {
+                daicho_engine::Role::RunRequested => "run-requested",
+                daicho_engine::Role::Auto => "auto",
+            },
+            paused: r.paused.clone(),
+            lost: r.lost.iter().map(|(id, s)| LostJson { id: id.to_string(), status: s.as_str() }).collect(),
+            ran: r.ran.iter().map(RunJson::from).collect(),
+            held: r.held.iter().map(HeldJson::from).collect(),
+            queued: r.queued.iter().map(ToString::to_string).collect(),
+            truncated: r.truncated,
+        }
+    }
+}

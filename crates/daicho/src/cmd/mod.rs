@@ -1,15 +1,20 @@
 //! One module per subcommand, each a clap `Args` struct and a `run` function.
 
 pub mod add;
+pub mod approve;
 pub mod export;
 pub mod import;
 pub mod init;
 pub mod list;
 pub mod log;
+pub mod pause;
 pub mod push;
 pub mod ready;
+pub mod run;
 pub mod set;
 pub mod show;
+pub mod stats;
+pub mod sweep;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +32,43 @@ pub struct Context {
     pub ja: bool,
     /// The person running the command, for the journal (`human:<name>`).
     pub user: String,
+    /// `--config`, if given.
+    pub config: Option<PathBuf>,
+}
+
+impl Context {
+    /// The configuration file in force: `--config`, else ./daicho.toml when it exists.
+    pub fn config_path(&self) -> Option<PathBuf> {
+        self.config.clone().or_else(|| {
+            let default = PathBuf::from("daicho.toml");
+            default.exists().then_some(default)
+        })
+    }
+
+    /// The `PAUSED` file beside the configuration (or in the current directory without one).
+    pub fn pause_file(&self) -> PathBuf {
+        match self.config_path() {
+            Some(path) => path.parent().map(|d| d.join("PAUSED")).unwrap_or_else(|| PathBuf::from("PAUSED")),
+            None => PathBuf::from("PAUSED"),
+        }
+    }
+
+    /// Loads and checks the configuration (an empty one without a file).
+    pub fn load_config(&self) -> anyhow::Result<daicho_engine::Config> {
+        let Some(path) = self.config_path() else {
+            return Ok(daicho_engine::Config::default());
+        };
+        let config = daicho_engine::Config::load(&path)?;
+        config.check_environment(&path.display().to_string(), |var| std::env::var(var).ok())?;
+        Ok(config)
+    }
+
+    /// The engine over the ledger, with the configuration loaded and checked first.
+    pub async fn engine(&self) -> anyhow::Result<daicho_engine::Engine<daicho_sqlite::SqliteStore>> {
+        let config = self.load_config()?;
+        let store = crate::ledger::open(&self.db).await?;
+        Ok(daicho_engine::Engine::new(std::sync::Arc::new(store), config, Some(self.pause_file())))
+    }
 }
 
 /// Runs the parsed command line.
@@ -38,6 +80,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         user: std::env::var("DAICHO_USER")
             .or_else(|_| std::env::var("USER"))
             .unwrap_or_else(|_| "local".to_owned()),
+        config: cli.config.clone(),
     };
     match cli.command {
         Command::Init(args) => init::run(args, &ctx).await,
@@ -50,5 +93,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Log(args) => log::run(args, &ctx).await,
         Command::Import(args) => import::run(args, &ctx).await,
         Command::Export(args) => export::run(args, &ctx).await,
+        Command::Run(args) => run::run(args, &ctx, false).await,
+        Command::RunHeavy(args) => run::run(args, &ctx, true).await,
+        Command::Sweep(args) => sweep::run(args, &ctx).await,
+        Command::Approve(args) => approve::run(args, &ctx).await,
+        Command::Pause(args) => pause::pause(args, &ctx).await,
+        Command::Resume(args) => pause::resume(args, &ctx).await,
+        Command::Stats(args) => stats::run(args, &ctx).await,
     }
 }

@@ -1,0 +1,384 @@
+//! Actions and policy from `daicho.toml`: parsed, then validated, before anything runs.
+//!
+//! ```toml
+//! [policy]
+//! max_failures = 3        # S3: failures before a row goes to needs_human
+//! lease = "30m"           # S4: a run without a heartbeat for this long is lost
+//! daily_cap = 200         # S9: runs per day in all
+//!
+//! [[action]]
+//! name = "research"
+//! kind = "command"                       # command | llm
+//! command = ["./scripts/research.sh"]    # argv: task text is never interpolated
+//! types = ["調査/記事"]                   # S12: routed by work type …
+//! assignees = ["qiita-writer"]           # … or by assignee
+//! auto = true                            # S6: may run automatically on tasks tagged ai
+//! external = false                       # S2: runs only with a person's approval
+//! heavy = false                          # S5: only through `daicho run-heavy`
+//! timeout = "10m"                        # S11
+//! on_success = "review"                  # review | done
+//! daily_cap = 20                         # S9
+//! ```
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use daicho_core::policy::{ActionSpec, FailurePolicy, OnSuccess};
+use jiff::SignedDuration;
+use serde::Deserialize;
+
+/// A configuration error: the file, the line (when known) and the reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}{}: {reason}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ConfigError {
+    /// The configuration file.
+    pub file: String,
+    /// The 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// The engine's configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// The configured actions, by name.
+    pub actions: Vec<ActionConfig>,
+    /// Failure counting, leases, caps.
+    pub policy: Policy,
+}
+
+/// Failure counting, leases and caps.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// S3, S4.
+    pub failures: FailurePolicy,
+    /// How long a claim lasts without a heartbeat (S4).
+    pub lease: SignedDuration,
+    /// Runs per day in all (S9).
+    pub daily_cap: Option<u32>,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy { failures: FailurePolicy::default(), lease: SignedDuration::from_mins(30), daily_cap: None }
+    }
+}
+
+/// One configured action: what the policies need, and how to run it.
+#[derive(Clone, Debug)]
+pub struct ActionConfig {
+    /// Name, flags and routing.
+    pub spec: ActionSpec,
+    /// How it runs.
+    pub kind: ActionKind,
+    /// The run is killed (with its process group) after this long (S11).
+    pub timeout: SignedDuration,
+}
+
+/// How an action runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ActionKind {
+    /// A child process: argv, task JSON on stdin, result on stdout.
+    Command {
+        /// The program and its arguments.
+        argv: Vec<String>,
+    },
+    /// An OpenAI-compatible chat-completions endpoint.
+    Llm(LlmConfig),
+}
+
+/// An OpenAI-compatible endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LlmConfig {
+    /// Base URL, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    /// The model name.
+    pub model: String,
+    /// The environment variable holding the API key (none for local servers).
+    pub api_key_env: Option<String>,
+    /// The system message.
+    pub system: String,
+    /// The user message template: `{title}`, `{body}`, `{id}`, `{project}`, `{evidence}`, `{type}`.
+    pub prompt: String,
+    /// The completion's token limit.
+    pub max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    policy: RawPolicy,
+    #[serde(default)]
+    action: Vec<toml::Spanned<RawAction>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    max_failures: Option<u32>,
+    lease: Option<String>,
+    daily_cap: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAction {
+    name: String,
+    kind: String,
+    #[serde(default)]
+    command: Vec<String>,
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key_env: Option<String>,
+    #[serde(default)]
+    system: String,
+    prompt: Option<String>,
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    types: Vec<String>,
+    #[serde(default)]
+    assignees: Vec<String>,
+    #[serde(default)]
+    auto: bool,
+    #[serde(default)]
+    external: bool,
+    #[serde(default)]
+    heavy: bool,
+    timeout: Option<String>,
+    #[serde(default)]
+    on_success: OnSuccess,
+    daily_cap: Option<u32>,
+}
+
+/// The default prompt of an `llm` action.
+pub const DEFAULT_PROMPT: &str = "Task {id}: {title}\n\n{body}";
+
+impl Config {
+    /// Reads and validates a configuration file.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the file, the line and the reason.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            line: None,
+            reason: format!("cannot read: {e}"),
+        })?;
+        Config::parse(&text, &file)
+    }
+
+    /// Parses and validates configuration text (pure: no environment, no files).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for bad TOML, an unknown key, a wrong type, an unknown action kind, a
+    /// command action without a command, an llm action without base_url or model, a bad
+    /// duration, or a duplicated action name.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let line_at = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
+            file: file.to_owned(),
+            line: e.span().map(|s| line_at(s.start)),
+            reason: e.message().trim().to_owned(),
+        })?;
+        let duration = |value: Option<&str>, default: SignedDuration, what: &str, line: Option<usize>| {
+            value.map_or(Ok(default), |v| {
+                v.parse::<SignedDuration>().ok().filter(|d| d.is_positive()).ok_or_else(|| ConfigError {
+                    file: file.to_owned(),
+                    line,
+                    reason: format!("{what} '{v}' is not a positive duration (e.g. \"30m\", \"10s\")"),
+                })
+            })
+        };
+        let policy = Policy {
+            failures: FailurePolicy { max_failures: raw.policy.max_failures.unwrap_or(3).max(1) },
+            lease: duration(
+                raw.policy.lease.as_deref(),
+                SignedDuration::from_mins(30),
+                "policy.lease",
+                None,
+            )?,
+            daily_cap: raw.policy.daily_cap,
+        };
+        let mut names = HashSet::new();
+        let mut actions = Vec::new();
+        for spanned in raw.action {
+            let line = Some(line_at(spanned.span().start));
+            let a = spanned.into_inner();
+            let error = |reason: String| ConfigError { file: file.to_owned(), line, reason };
+            if a.name.trim().is_empty() {
+                return Err(error("an action needs a name".into()));
+            }
+            if !names.insert(a.name.clone()) {
+                return Err(error(format!("action '{}' is defined twice", a.name)));
+            }
+            let kind = match a.kind.as_str() {
+                "command" => {
+                    if a.command.is_empty() || a.command[0].trim().is_empty() {
+                        return Err(error(format!(
+                            "action '{}' (command) needs command = [\"program\", …]",
+                            a.name
+                        )));
+                    }
+                    ActionKind::Command { argv: a.command }
+                }
+                "llm" => {
+                    let base_url = a.base_url.filter(|u| !u.trim().is_empty()).ok_or_else(|| {
+                        error(format!(
+                            "action '{}' (llm) needs base_url, e.g. \"http://127.0.0.1:11434/v1\"",
+                            a.name
+                        ))
+                    })?;
+                    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                        return Err(error(format!(
+                            "action '{}': base_url must start with http:// or https://",
+                            a.name
+                        )));
+                    }
+                    let model = a
+                        .model
+                        .filter(|m| !m.trim().is_empty())
+                        .ok_or_else(|| error(format!("action '{}' (llm) needs model", a.name)))?;
+                    ActionKind::Llm(LlmConfig {
+                        base_url,
+                        model,
+                        api_key_env: a.api_key_env.filter(|v| !v.trim().is_empty()),
+                        system: a.system,
+                        prompt: a.prompt.unwrap_or_else(|| DEFAULT_PROMPT.to_owned()),
+                        max_tokens: a.max_tokens,
+                    })
+                }
+                other => return Err(error(format!("unknown action kind '{other}' (known: command, llm)"))),
+            };
+            let timeout = duration(a.timeout.as_deref(), SignedDuration::from_mins(30), "timeout", line)?;
+            actions.push(ActionConfig {
+                spec: ActionSpec {
+                    name: a.name,
+                    external: a.external,
+                    heavy: a.heavy,
+                    auto: a.auto,
+                    on_success: a.on_success,
+                    types: a.types,
+                    assignees: a.assignees,
+                    daily_cap: a.daily_cap,
+                },
+                kind,
+                timeout,
+            });
+        }
+        Ok(Config { actions, policy })
+    }
+
+    /// Checks what the environment must provide (API key variables), before anything runs.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the action whose key variable is not set.
+    pub fn check_environment(
+        &self,
+        file: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        for action in &self.actions {
+            if let ActionKind::Llm(llm) = &action.kind
+                && let Some(var) = &llm.api_key_env
+                && env(var).is_none_or(|v| v.trim().is_empty())
+            {
+                return Err(ConfigError {
+                    file: file.to_owned(),
+                    line: None,
+                    reason: format!("action '{}': the API key variable {var} is not set", action.spec.name),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The policies' view of the actions.
+    pub fn specs(&self) -> Vec<ActionSpec> {
+        self.actions.iter().map(|a| a.spec.clone()).collect()
+    }
+
+    /// The action with this name.
+    pub fn action(&self, name: &str) -> Option<&ActionConfig> {
+        self.actions.iter().find(|a| a.spec.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_configuration_parses() {
+        let text = r#"
+[policy]
+max_failures = 5
+lease = "2s"
+daily_cap = 10
+
+[[action]]
+name = "research"
+kind = "command"
+command = ["./research.sh", "--fast"]
+types = ["調査/記事"]
+auto = true
+timeout = "10m"
+on_success = "done"
+
+[[action]]
+name = "draft"
+kind = "llm"
+base_url = "http://127.0.0.1:9/v1"
+model = "tiny"
+api_key_env = "DRAFT_KEY"
+"#;
+        let config = Config::parse(text, "daicho.toml").unwrap();
+        assert_eq!(config.policy.failures.max_failures, 5);
+        assert_eq!(config.policy.lease, SignedDuration::from_secs(2));
+        assert_eq!(config.actions.len(), 2);
+        let research = config.action("research").unwrap();
+        assert_eq!(research.spec.on_success, OnSuccess::Done);
+        assert_eq!(research.timeout, SignedDuration::from_mins(10));
+        assert!(
+            matches!(&config.action("draft").unwrap().kind, ActionKind::Llm(l) if l.prompt == DEFAULT_PROMPT)
+        );
+        let missing = config.check_environment("daicho.toml", |_| None).unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "daicho.toml: action 'draft': the API key variable DRAFT_KEY is not set"
+        );
+        assert!(config.check_environment("daicho.toml", |_| Some("k".into())).is_ok());
+    }
+
+    #[test]
+    fn bad_configuration_is_refused_with_file_line_and_reason() {
+        let cases = [
+            ("[[action]]\nname = \"x\"\nkind = \"shell\"\n", Some(1), "unknown action kind 'shell'"),
+            ("[[action]]\nname = \"x\"\nkind = \"command\"\n", Some(1), "needs command"),
+            ("\n\n[[action]]\nname = \"x\"\nkind = \"llm\"\nmodel = \"m\"\n", Some(3), "needs base_url"),
+            ("[policy]\nlease = \"soon\"\n", None, "not a positive duration"),
+            ("[policy]\ncolour = 1\n", Some(2), "unknown field `colour`"),
+            (
+                "[[action]]\nname = \"x\"\nkind = \"command\"\ncommand = [\"a\"]\nauto = \"yes\"\n",
+                Some(5),
+                "invalid type",
+            ),
+            (
+                "[[action]]\nname = \"x\"\nkind = \"command\"\ncommand = [\"a\"]\n[[action]]\nname = \"x\"\nkind = \"command\"\ncommand = [\"b\"]\n",
+                Some(5),
+                "defined twice",
+            ),
+        ];
+        for (text, line, reason) in cases {
+            let err = Config::parse(text, "daicho.toml").unwrap_err();
+            assert!(err.reason.contains(reason), "{text:?}: {err}");
+            assert_eq!(err.line, line, "{text:?}: {err}");
+            assert!(err.to_string().starts_with("daicho.toml"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Executors: what runs a claimed task. `command` runs a child process (here); `llm` calls an
+//! OpenAI-compatible endpoint ([`crate::llm`]).
+//!
+//! Each run gets a [`RunContext`] of its own: the correction travels in it and nowhere else, so
+//! it cannot reach another task's run, whatever happens to this one (C3).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use daicho_core::format::ItemDefaults;
+use daicho_core::policy::{correction_for_run, idempotency_key};
+use daicho_core::{Item, Task};
+
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+/// The most output kept from an executor's stdout or stderr (1 MiB each); the rest is drained
+/// and dropped.
+pub const OUTPUT_CAP: usize = 1 << 20;
+
+/// Everything one run knows about its task.
+#[derive(Clone, Debug)]
+pub struct RunContext {
+    /// The claimed row (status `running`).
+    pub task: Task,
+    /// `T-0042:<attempt>` (S10).
+    pub idempotency_key: String,
+    /// The person's correction for this run, at most 4,000 characters (C1, C2).
+    pub correction: Option<String>,
+    /// The action's name.
+    pub action: String,
+}
+
+impl RunContext {
+    /// The context of a claimed task.
+    pub fn new(task: Task, action: &str) -> RunContext {
+        RunContext {
+            idempotency_key: idempotency_key(task.id, task.attempt),
+            correction: correction_for_run(&task),
+            action: action.to_owned(),
+            task,
+        }
+    }
+}
+
+/// How an executor's run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExecOutcome {
+    /// It succeeded.
+    Success {
+        /// The result text.
+        result: String,
+        /// Tasks it found, to push (X2).
+        tasks: Vec<Item>,
+        /// Token usage reported by an LLM API: (prompt, completion).
+        tokens: Option<(u64, u64)>,
+        /// Why the found tasks could not be read, if they could not (the run still succeeds).
+        push_error: Option<String>,
+    },
+    /// It failed or timed out.
+    Failure {
+        /// What went wrong.
+        error: String,
+        /// Whether it timed out (S11).
+        timeout: bool,
+    },
+}
+
+/// The task as a command executor reads it on stdin (a boundary type).
+#[derive(Debug, Serialize)]
+struct TaskInput<'a> {
+    id: String,
+    project: &'a str,
+    title: &'a str,
+    body: &'a str,
+    source: &'a str,
+    evidence: &'a str,
+    #[serde(rename = "type")]
+    work_type: &'a str,
+    assignee: &'a str,
+    due: Option<String>,
+    deps: Vec<String>,
+    tags: Vec<&'a str>,
+    action: &'a str,
+    attempt: u32,
+    idempotency_key: &'a str,
+    correction: Option<&'a str>,
+    result: &'a str,
+}
+
+fn task_input(ctx: &RunContext) -> String {
+    let t = &ctx.task;
+    let input = TaskInput {
+        id: t.id.to_string(),
+        project: &t.project,
+        title: &t.title,
+        body: &t.body,
+        source: &t.source,
+        evidence: &t.evidence,
+        work_type: &t.work_type,
+        assignee: &t.assignee,
+        due: t.due.map(|d| d.to_string()),
+        deps: t.deps.iter().map(ToString::to_string).collect(),
+        tags: t.tags.iter().collect(),
+        action: &ctx.action,
+        attempt: t.attempt,
+        idempotency_key: &ctx.idempotency_key,
+        correction: ctx.correction.as_deref(),
+        result: &t.result,
+    };
+    serde_json::to_string(&input).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// Reads at most `cap` bytes and drains the rest, so the child never blocks on a full pipe.
+async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}
+
+fn kill_group(pgid: Option<u32>) {
+    if let Some(pid) = pgid.and_then(|p| i32::try_from(p).ok()).and_then(rustix::process::Pid::from_raw) {
+        // The group may be gone already (ESRCH): nothing left to kill.
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Runs a `command` action: `argv` as given (task text is never interpolated into it), the task
+/// as JSON on stdin, `DAICHO_TASK_ID`, `DAICHO_CORRECTION` and `DAICHO_IDEMPOTENCY_KEY` in the
+/// environment, in a process group of its own. After `timeout` the whole group is killed
+/// (S11). Exit 0 is success: stdout is the result, or `{"result": …, "tasks": […]}`.
+pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -> ExecOutcome {
+    let failure = |error: String| ExecOutcome::Failure { error, timeout: false };
+    let Some((program, args)) = argv.split_first() else {
+        return failure("the action has no command".to_owned());
+    };
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .env("DAICHO_TASK_ID", ctx.task.id.to_string())
+        // Always set, so a correction can never be inherited from daicho's own environment (C3).
+        .env("DAICHO_CORRECTION", ctx.correction.as_deref().unwrap_or(""))
+        .env("DAICHO_IDEMPOTENCY_KEY", &ctx.idempotency_key)
+        .env("DAICHO_ATTEMPT", ctx.task.attempt.to_string())
+        .env("DAICHO_ACTION", &ctx.action)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => return failure(format!("cannot start {program}: {e}")),
+    };
+    let pgid = child.id();
+    let input = task_input(ctx);
+    let mut stdin = child.stdin.take();
+    let feed = async move {
+        if let Some(stdin) = stdin.as_mut() {
+            // An executor that does not read its stdin closes the pipe: not an error.
+            let _ = stdin.write_all(input.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        }
+        drop(stdin);
+    };
+    let stdout = child.stdout.take().map(|out| tokio::spawn(read_capped(out, OUTPUT_CAP)));
+    let stderr = child.stderr.take().map(|err| tokio::spawn(read_capped(err, OUTPUT_CAP)));
+    let waited = tokio::time::timeout(timeout, async {
+        feed.await;
+        child.wait().await
+    })
+    .await;
+    // Whatever happened, nothing of the run may outlive it: the group goes.
+    kill_group(pgid);
+    let status = match waited {
+        Err(_) => {
+            let _ = child.wait().await;
+            return ExecOutcome::Failure {
+                error: format!("timed out after {:?}; its process group was killed", timeout),
+                timeout: true,
+            };
+        }
+        Ok(Err(e)) => return failure(format!("waiting for {program}: {e}")),
+        Ok(Ok(status)) => status,
+    };
+    let collect = |handle: Option<tokio::task::JoinHandle<Vec<u8>>>| async move {
+        match handle {
+            Some(h) => h.await.unwrap_or_default(),
+            None => Vec::new(),
+        }
+    };
+    let out = String::from_utf8_lossy(&collect(stdout).await).into_owned();
+    let err = String::from_utf8_lossy(&collect(stderr).await).into_owned();
+    if !status.success() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let how = match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exit status {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            _ => "failed".to_owned(),
+        };
+        let tail: String = err
+            .trim()
+            .lines()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
+        return failure(if tail.is_empty() { how } else { format!("{how}: {tail}") });
+    }
+    parse_output(&out, ctx)
+}
+
+/// Reads an executor's stdout: plain text is the result; `{"result": …, "tasks": […]}` also
+/// carries found tasks to push.
+pub fn parse_output(out: &str, ctx: &RunContext) -> ExecOutcome {
+    let trimmed = out.trim();
+    if trimmed.starts_with('{')
+        && let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(trimmed)
+        && (map.contains_key("result") || map.contains_key("tasks"))
+    {
+        let result = match map.get("result") {
+            Some(serde_json::Value::String(text)) => text.clone(),
+            Some(serde_json::Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        let (tasks, push_error) = match map.get("tasks") {
+            Some(tasks) => {
+                let defaults = ItemDefaults { source: ctx.action.clone(), project: ctx.task.project.clone() };
+                let name = format!("<output of run {}>", ctx.idempotency_key);
+                // Push is isolated: found tasks that cannot be read never fail the run.
+                match daicho_core::format::json::parse(&tasks.to_string(), &name, &defaults) {
+                    Ok(items) => (items, None),
+                    Err(e) => (Vec::new(), Some(e.to_string())),
+                }
+            }
+            None => (Vec::new(), None),
+        };
+        return ExecOutcome::Success { result, tasks, tokens: None, push_error };
+    }
+    ExecOutcome::Success { result: trimmed.to_owned(), tasks: Vec::new(), tokens: None, push_error: None }
+}

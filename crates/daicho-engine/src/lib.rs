@@ -1,0 +1,439 @@
+//! The execution engine of daicho: ready tasks are run by executors without ever running away.
+//!
+//! A run is: the kill switch checked (S8); lost runs counted first (S4); the task's eligibility
+//! decided by the pure policies of `daicho_core::policy` (S2, S5–S7, S9, S12); the claim
+//! committed (S1); only then the executor started, with heartbeats extending the lease; the
+//! end recorded, fenced by the attempt (S3 on failure, no retry); found tasks pushed in a
+//! transaction of their own (X2, isolated). A sweep that finds nothing eligible starts no
+//! process and makes no request (S9).
+
+pub mod config;
+pub mod executor;
+pub mod llm;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use daicho_core::policy::{ActionSpec, Gate, Hold, Mode, decide};
+use daicho_core::{Actor, Status, Task, TaskId};
+use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, StoreError, UnknownDeps};
+use jiff::Timestamp;
+
+pub use config::{ActionConfig, ActionKind, Config, ConfigError};
+use executor::{ExecOutcome, RunContext};
+
+/// A sweep role (R1): what a scheduled invocation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Rows a person ticked ▶ run: one per invocation by default.
+    RunRequested,
+    /// Automatic runs of `auto` actions on `ai` tasks: at most 2 per invocation by default.
+    Auto,
+}
+
+impl Role {
+    /// The default number of runs per invocation.
+    pub fn default_max(self) -> usize {
+        match self {
+            Role::RunRequested => 1,
+            Role::Auto => 2,
+        }
+    }
+
+    fn mode(self) -> Mode {
+        match self {
+            Role::RunRequested => Mode::Requested,
+            Role::Auto => Mode::Auto,
+        }
+    }
+}
+
+/// How one run ended, from the engine's point of view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunResult {
+    /// The executor succeeded; the row is now `status`.
+    Success,
+    /// The executor failed; the failure is counted.
+    Failure,
+    /// The executor timed out; its process group was killed; the failure is counted.
+    Timeout,
+    /// The claim was lost while running (expired and counted by someone else, or fenced out):
+    /// the result was not recorded.
+    LeaseLost,
+}
+
+/// What one run did.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    /// The task.
+    pub id: TaskId,
+    /// Its title.
+    pub title: String,
+    /// The action that ran it.
+    pub action: String,
+    /// The attempt.
+    pub attempt: u32,
+    /// How it ended.
+    pub result: RunResult,
+    /// The row's status afterwards (unknown after a lost lease).
+    pub status: Option<Status>,
+    /// The error of a failed run.
+    pub error: Option<String>,
+    /// Found tasks pushed: (added, updated, skipped).
+    pub pushed: Option<(usize, usize, usize)>,
+    /// Why pushing found tasks failed, if it did (the run's outcome stands).
+    pub push_error: Option<String>,
+}
+
+/// A ready task that did not run, and why (S7).
+#[derive(Clone, Debug)]
+pub struct Held {
+    /// The task.
+    pub id: TaskId,
+    /// Its title.
+    pub title: String,
+    /// Why.
+    pub hold: Hold,
+}
+
+/// What a sweep did.
+#[derive(Clone, Debug)]
+pub struct SweepReport {
+    /// The role swept.
+    pub role: Role,
+    /// Set when the kill switch was on: then nothing else happened.
+    pub paused: Option<String>,
+    /// Lost runs counted first (S4).
+    pub lost: Vec<(TaskId, Status)>,
+    /// Runs made.
+    pub ran: Vec<RunReport>,
+    /// Ready tasks that will not run, each with its reason.
+    pub held: Vec<Held>,
+    /// External tasks newly put in the approval queue.
+    pub queued: Vec<TaskId>,
+    /// Eligible tasks left for a later sweep (the per-invocation limit), never dropped silently.
+    pub truncated: usize,
+}
+
+/// The outcome of `daicho run T-…`.
+#[derive(Clone, Debug)]
+pub enum RunOne {
+    /// The task ran.
+    Ran(RunReport),
+    /// It did not, and why.
+    Held(Held),
+}
+
+/// How many ready rows one sweep examines; the rest count as truncated.
+const SWEEP_SCAN: usize = 5_000;
+
+/// The engine over one store.
+#[derive(Debug)]
+pub struct Engine<S> {
+    store: Arc<S>,
+    config: Config,
+    specs: Vec<ActionSpec>,
+    worker: String,
+    pause_file: Option<PathBuf>,
+}
+
+/// This worker's name: `host:pid`.
+pub fn worker_name() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "local".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
+/// The start of the current local day, for daily caps.
+fn start_of_today(now: Timestamp) -> Timestamp {
+    now.to_zoned(jiff::tz::TimeZone::system()).start_of_day().map(|z| z.timestamp()).unwrap_or(now)
+}
+
+impl<S: Store + 'static> Engine<S> {
+    /// An engine running `config`'s actions on `store`. With `pause_file`, the existence of that
+    /// file (`PAUSED` beside the config) turns the kill switch on too.
+    pub fn new(store: Arc<S>, config: Config, pause_file: Option<PathBuf>) -> Engine<S> {
+        let specs = config.specs();
+        Engine { store, config, specs, worker: worker_name(), pause_file }
+    }
+
+    /// Names this worker (tests run several in one process).
+    pub fn with_worker(mut self, worker: &str) -> Engine<S> {
+        self.worker = worker.to_owned();
+        self
+    }
+
+    /// The kill switch (S8): the ledger's flag or the `PAUSED` file.
+    pub async fn paused(&self) -> Result<Option<String>, StoreError> {
+        if let Some(file) = &self.pause_file
+            && file.exists()
+        {
+            let reason = std::fs::read_to_string(file).unwrap_or_default();
+            let reason = reason.trim();
+            return Ok(Some(if reason.is_empty() {
+                format!("{} exists", file.display())
+            } else {
+                reason.to_owned()
+            }));
+        }
+        self.store.paused().await
+    }
+
+    async fn gate_counts(&self, now: Timestamp) -> Result<daicho_core::policy::RunCounts, StoreError> {
+        self.store.run_counts(start_of_today(now)).await
+    }
+
+    /// Why each of `tasks` would or would not run in `role` now (for `daicho ready`).
+    pub async fn explain(&self, tasks: &[Task], role: Role) -> Result<Vec<Result<String, Hold>>, StoreError> {
+        let now = Timestamp::now();
+        let paused = self.paused().await?;
+        let gate = Gate {
+            actions: &self.specs,
+            paused: paused.as_deref(),
+            runs_today: self.gate_counts(now).await?,
+            daily_cap: self.config.policy.daily_cap,
+        };
+        Ok(tasks
+            .iter()
+            .map(|t| {
+                let mode = if t.run { Mode::Requested } else { role.mode() };
+                decide(t, mode, &gate).map(|a| a.name.clone())
+            })
+            .collect())
+    }
+
+    /// One sweep of `role`, running at most `max` tasks.
+    ///
+    /// # Errors
+    ///
+    /// A store error; runs already made stay recorded.
+    pub async fn sweep(&self, role: Role, max: usize) -> Result<SweepReport, StoreError> {
+        let mut report = SweepReport {
+            role,
+            paused: None,
+            lost: Vec::new(),
+            ran: Vec::new(),
+            held: Vec::new(),
+            queued: Vec::new(),
+            truncated: 0,
+        };
+        if let Some(reason) = self.paused().await? {
+            report.paused = Some(reason);
+            return Ok(report);
+        }
+        let now = Timestamp::now();
+        report.lost = self.store.expire_leases(now, self.config.policy.failures).await?;
+        let ready = self.store.ready(now, SWEEP_SCAN).await?;
+        report.truncated += ready.total.saturating_sub(ready.tasks.len());
+        let mut gate = Gate {
+            actions: &self.specs,
+            paused: None,
+            runs_today: self.gate_counts(now).await?,
+            daily_cap: self.config.policy.daily_cap,
+        };
+        let mut to_queue = Vec::new();
+        for task in ready.tasks {
+            match decide(&task, role.mode(), &gate) {
+                Err(hold) => {
+                    if hold == Hold::AwaitingApproval {
+                        to_queue.push(task.id);
+                    }
+                    report.held.push(Held { id: task.id, title: task.title.clone(), hold });
+                }
+                Ok(_) if report.ran.len() >= max => report.truncated += 1,
+                Ok(action) => {
+                    let name = action.name.clone();
+                    match self.claim_and_run(&task, &name, role.mode()).await? {
+                        Some(run) => {
+                            *gate.runs_today.by_action.entry(name).or_insert(0) += 1;
+                            gate.runs_today.total += 1;
+                            report.ran.push(run);
+                        }
+                        None => continue,
+                    }
+                }
+            }
+        }
+        if !to_queue.is_empty() {
+            report.queued = self.store.queue_approvals(to_queue, Timestamp::now()).await?;
+        }
+        Ok(report)
+    }
+
+    /// Runs one task now (`daicho run`, `daicho run-heavy`), by the same rules.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotFound`] for an unknown id, or another store error.
+    pub async fn run_task(&self, id: TaskId, heavy: bool) -> Result<RunOne, StoreError> {
+        let held =
+            |task: &Task, hold| Ok(RunOne::Held(Held { id: task.id, title: task.title.clone(), hold }));
+        let now = Timestamp::now();
+        if let Some(reason) = self.paused().await? {
+            let task = self.store.get(id).await?.ok_or(StoreError::NotFound(id))?;
+            return held(&task, Hold::Paused(reason));
+        }
+        self.store.expire_leases(now, self.config.policy.failures).await?;
+        let task = self.store.get(id).await?.ok_or(StoreError::NotFound(id))?;
+        let gate = Gate {
+            actions: &self.specs,
+            paused: None,
+            runs_today: self.gate_counts(now).await?,
+            daily_cap: self.config.policy.daily_cap,
+        };
+        let mode = if heavy { Mode::Heavy } else { Mode::Manual };
+        let action = match decide(&task, mode, &gate) {
+            Ok(action) => action.name.clone(),
+            Err(hold) => return held(&task, hold),
+        };
+        match self.claim_and_run(&task, &action, mode).await? {
+            Some(run) => Ok(RunOne::Ran(run)),
+            None => {
+                let status = self.store.get(id).await?.map_or(task.status, |t| t.status);
+                held(&task, Hold::NotReady(status))
+            }
+        }
+    }
+
+    /// Claims the task (S1) and, only when the claim is committed, runs it. `None` when it was
+    /// not claimable (taken by another worker, changed, or paused meanwhile).
+    async fn claim_and_run(
+        &self,
+        task: &Task,
+        action: &str,
+        mode: Mode,
+    ) -> Result<Option<RunReport>, StoreError> {
+        let Some(config) = self.config.action(action) else {
+            return Ok(None);
+        };
+        let external = daicho_core::policy::is_external(task, Some(&config.spec));
+        let request = ClaimRequest {
+            id: task.id,
+            worker: self.worker.clone(),
+            action: action.to_owned(),
+            now: Timestamp::now(),
+            lease: self.config.policy.lease,
+            require_run: mode == Mode::Requested || external,
+        };
+        let claimed = match self.store.claim(request).await? {
+            ClaimOutcome::Claimed(task) => *task,
+            ClaimOutcome::NotClaimable | ClaimOutcome::Paused(_) => return Ok(None),
+        };
+        Ok(Some(self.execute(claimed, config).await?))
+    }
+
+    /// Runs a claimed task with heartbeats, records its end, pushes what it found.
+    async fn execute(&self, task: Task, action: &ActionConfig) -> Result<RunReport, StoreError> {
+        let ctx = RunContext::new(task, &action.spec.name);
+        let (id, attempt) = (ctx.task.id, ctx.task.attempt);
+        tracing::info!(task = %id, attempt, action = %action.spec.name, "run starts");
+        let timeout = Duration::try_from(action.timeout).unwrap_or(Duration::from_secs(1800));
+        let run = async {
+            match &action.kind {
+                ActionKind::Command { argv } => executor::run_command(argv, &ctx, timeout).await,
+                ActionKind::Llm(llm) => llm::run_llm(llm, &ctx, timeout).await,
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = run => Some(outcome),
+            lost = self.keep_lease(id, attempt) => { tracing::warn!(task = %id, "lease lost while running: {lost}"); None }
+        };
+        let mut report = RunReport {
+            id,
+            title: ctx.task.title.clone(),
+            action: action.spec.name.clone(),
+            attempt,
+            result: RunResult::LeaseLost,
+            status: None,
+            error: None,
+            pushed: None,
+            push_error: None,
+        };
+        let Some(outcome) = outcome else {
+            return Ok(report);
+        };
+        let (end, found, push_error) = match outcome {
+            ExecOutcome::Success { result, tasks, tokens, push_error } => (
+                RunEnd::Success {
+                    result,
+                    status: action.spec.on_success.status(),
+                    tokens_in: tokens.map(|t| t.0),
+                    tokens_out: tokens.map(|t| t.1),
+                },
+                tasks,
+                push_error,
+            ),
+            ExecOutcome::Failure { error, timeout } => {
+                report.error = Some(error.clone());
+                (RunEnd::Failure { error, timeout }, Vec::new(), None)
+            }
+        };
+        report.result = match &end {
+            RunEnd::Success { .. } => RunResult::Success,
+            RunEnd::Failure { timeout: true, .. } => RunResult::Timeout,
+            RunEnd::Failure { .. } => RunResult::Failure,
+        };
+        let finish = Finish {
+            id,
+            attempt,
+            worker: self.worker.clone(),
+            now: Timestamp::now(),
+            end,
+            policy: self.config.policy.failures,
+        };
+        match self.store.finish(finish).await {
+            Ok(row) => report.status = Some(row.status),
+            Err(StoreError::LeaseLost { .. }) => {
+                report.result = RunResult::LeaseLost;
+                return Ok(report);
+            }
+            Err(e) => return Err(e),
+        }
+        tracing::info!(task = %id, attempt, result = ?report.result, status = ?report.status, "run ends");
+        if let Some(error) = push_error {
+            report.push_error = Some(error.clone());
+            self.store.note_run(id, attempt, format!("found tasks not pushed: {error}")).await?;
+        }
+        if !found.is_empty() {
+            let batch = Batch {
+                items: found,
+                actor: Actor::Push(action.spec.name.clone()),
+                now: Timestamp::now(),
+                file: format!("<output of run {}>", ctx.idempotency_key),
+                unknown_deps: UnknownDeps::Refuse,
+            };
+            match self.store.upsert(batch).await {
+                Ok(pushed) => {
+                    report.pushed = Some((pushed.added.len(), pushed.updated.len(), pushed.skipped.len()))
+                }
+                Err(e) => {
+                    // X2: a failure to register never fails the producer's run.
+                    report.push_error = Some(e.to_string());
+                    self.store.note_run(id, attempt, format!("found tasks not pushed: {e}")).await?;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Extends the lease every third of its length; returns only when the lease is lost.
+    async fn keep_lease(&self, id: TaskId, attempt: u32) -> String {
+        let lease = self.config.policy.lease;
+        let every =
+            Duration::try_from(lease / 3).unwrap_or(Duration::from_secs(60)).max(Duration::from_millis(100));
+        loop {
+            tokio::time::sleep(every).await;
+            match self.store.heartbeat(id, attempt, &self.worker, Timestamp::now() + lease).await {
+                Ok(()) => {}
+                Err(StoreError::LeaseLost { .. }) => return "the claim is no longer current".to_owned(),
+                // A transient store error: keep trying; the lease is long enough to ride it out.
+                Err(e) => tracing::warn!(task = %id, "heartbeat failed: {e}"),
+            }
+        }
+    }
+}

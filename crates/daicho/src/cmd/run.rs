@@ -1,0 +1,43 @@
+//! `daicho run` and `daicho run-heavy`: run one task now.
+
+use std::process::ExitCode;
+
+use daicho_core::TaskId;
+use daicho_engine::{RunOne, RunResult};
+
+use super::Context;
+use crate::output;
+use crate::wire::{HeldJson, RunJson};
+
+/// Run one task now. The same rules as a sweep apply: an external task runs only once a person
+/// approved it, a heavy one only through `run-heavy`, nothing while paused. Exit 0 when the run
+/// succeeded, 1 when it failed or could not run (the reason is printed).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The task id, e.g. T-0042.
+    pub id: TaskId,
+}
+
+/// Runs `daicho run` (or `run-heavy` with `heavy`).
+pub async fn run(args: Args, ctx: &Context, heavy: bool) -> anyhow::Result<ExitCode> {
+    let engine = ctx.engine().await?;
+    match engine.run_task(args.id, heavy).await? {
+        RunOne::Ran(report) => {
+            let ok = report.result == RunResult::Success;
+            if ctx.json {
+                output::print_json(&RunJson::from(&report))?;
+            } else {
+                output::print(&output::run_line(&report))?;
+            }
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        RunOne::Held(held) => {
+            if ctx.json {
+                output::print_json(&HeldJson::from(&held))?;
+            } else {
+                output::print(&format!("{} did not run: {}", held.id, held.hold))?;
+            }
+            Ok(ExitCode::from(1))
+        }
+    }
+}
