@@ -12,6 +12,10 @@ use std::str::FromStr;
 /// The width of ids the ledger assigns itself (`T-0001`).
 pub const DEFAULT_ID_WIDTH: u8 = 4;
 
+/// The largest id number accepted (15 digits): fresh ids counting on from it still fit
+/// every store's integer and parse back.
+pub const MAX_ID_NUM: u64 = 999_999_999_999_999;
+
 /// A task id such as `T-0042`.
 #[derive(Clone, Copy, Debug)]
 pub struct TaskId {
@@ -44,11 +48,11 @@ impl TaskId {
     pub fn parse(text: &str) -> Option<TaskId> {
         let text = text.trim();
         let rest = text.strip_prefix("T-").or_else(|| text.strip_prefix("t-"))?;
-        if rest.is_empty() || rest.len() > 18 || !rest.bytes().all(|b| b.is_ascii_digit()) {
+        if rest.is_empty() || rest.len() > 20 || !rest.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
         let num: u64 = rest.parse().ok()?;
-        if num == 0 {
+        if num == 0 || num > MAX_ID_NUM {
             return None;
         }
         Some(TaskId { num, width: rest.len() as u8 })
@@ -131,7 +135,7 @@ mod tests {
 
     #[test]
     fn malformed_ids_are_refused() {
-        for bad in ["", "T-", "T-x1", "500", "T-0", "T--1", "X-1", "T-1.5"] {
+        for bad in ["", "T-", "T-x1", "500", "T-0", "T--1", "X-1", "T-1.5", "T-1000000000000000"] {
             assert_eq!(TaskId::parse(bad), None, "{bad}");
         }
     }

@@ -279,7 +279,7 @@ pub fn merge_plan_with_keys(
         .filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse))
         .map(TaskId::num)
         .collect();
-    let mut taken: HashSet<u64> = HashSet::new();
+    let mut by_id: HashMap<u64, &Task> = HashMap::new();
     let mut max_existing = 0;
     for task in existing {
         max_existing = max_existing.max(task.id.num());
@@ -289,9 +289,18 @@ pub fn merge_plan_with_keys(
             *slot = Some(task);
         }
         if requested.contains(&task.id.num()) {
-            taken.insert(task.id.num());
+            by_id.entry(task.id.num()).or_insert(task);
         }
     }
+    // Ledger ids named as deps: fresh ids never take such a number, or a dep on a missing task
+    // would silently come to mean whatever row got its number next.
+    let max_dep_ref = incoming
+        .iter()
+        .flat_map(|i| i.deps.iter())
+        .filter_map(|d| TaskId::parse(d))
+        .map(TaskId::num)
+        .max()
+        .unwrap_or(0);
 
     // Pass 1: match every item by key and decide its fate; keep requested ids that are free.
     enum Fate<'a> {
@@ -300,6 +309,7 @@ pub fn merge_plan_with_keys(
         Add(Option<TaskId>),
     }
     let mut first_by_key: HashMap<&str, usize> = HashMap::with_capacity(incoming.len());
+    let mut first_by_row: HashMap<u64, usize> = HashMap::new();
     let mut fates: Vec<Fate> = Vec::with_capacity(incoming.len());
     let mut planned: HashSet<u64> = HashSet::new();
     for (index, (item, key)) in incoming.iter().zip(keys).enumerate() {
@@ -307,15 +317,24 @@ pub fn merge_plan_with_keys(
             fates.push(Fate::Skip(SkipReason::Blank, None));
             continue;
         };
-        let row = wanted.get(key).copied().flatten();
-        if let Some(&first_index) = first_by_key.get(key) {
-            // M7: the first item with a key wins.
+        let requested_id = item.ref_id.as_deref().and_then(TaskId::parse);
+        // The row an item is: the one with its key, else the one with its ledger id (a row
+        // renamed since, or an item whose source is named differently this time).
+        let row = wanted
+            .get(key)
+            .copied()
+            .flatten()
+            .or_else(|| requested_id.and_then(|id| by_id.get(&id.num()).copied()));
+        let first = first_by_key.get(key).or_else(|| row.and_then(|r| first_by_row.get(&r.id.num())));
+        if let Some(&first_index) = first {
+            // M7: the first item with a key (or for a row) wins.
             let reason = SkipReason::DuplicateInInput { first_index };
             fates.push(Fate::Skip(reason, row.map(|r| r.id)));
             continue;
         }
         first_by_key.insert(key, index);
         if let Some(row) = row {
+            first_by_row.insert(row.id.num(), index);
             fates.push(if row.status.is_closed() {
                 Fate::Skip(SkipReason::Closed(row.status), Some(row.id))
             } else {
@@ -323,11 +342,8 @@ pub fn merge_plan_with_keys(
             });
             continue;
         }
-        let requested = item
-            .ref_id
-            .as_deref()
-            .and_then(TaskId::parse)
-            .filter(|id| !taken.contains(&id.num()) && !planned.contains(&id.num()));
+        let requested =
+            requested_id.filter(|id| !by_id.contains_key(&id.num()) && !planned.contains(&id.num()));
         if let Some(id) = requested {
             planned.insert(id.num());
         }
@@ -337,16 +353,18 @@ pub fn merge_plan_with_keys(
     // Pass 2: give the other new rows fresh numbers, counting on from the largest id in use so
     // that ids grow in the order they are given.
     let max_planned = planned.iter().copied().max().unwrap_or(0);
-    let mut next = next_id.max(max_existing + 1).max(max_planned + 1);
+    let mut next = next_id.max(max_existing + 1).max(max_planned + 1).max(max_dep_ref + 1);
     let mut resolved: Vec<Option<TaskId>> = Vec::with_capacity(incoming.len());
     for fate in &mut fates {
         let id = match fate {
+            // A duplicate names the same task as the first item with its key.
+            Fate::Skip(SkipReason::DuplicateInInput { first_index }, None) => resolved[*first_index],
             Fate::Skip(_, id) => *id,
             Fate::Patch(row) => Some(row.id),
             Fate::Add(Some(id)) => Some(*id),
             Fate::Add(slot @ None) => {
                 // Every number from `next` on is free: above the ledger's counter, every
-                // existing row and every id kept in pass 1.
+                // existing row, every id kept in pass 1 and every id named as a dep.
                 let id = TaskId::new(next);
                 next += 1;
                 *slot = Some(id);
@@ -672,10 +690,11 @@ mod tests {
         let mut c = Item::new("c", "src");
         c.ref_id = Some("t9".into());
         let plan = merge_plan(&ledger, &[a, b, c], now(), 501);
+        assert_eq!(plan.skip[0].id, Some(TaskId::new(500)), "an item with a ledger id is that row");
         let ids: Vec<String> = plan.add.iter().map(|x| x.task.id.to_string()).collect();
-        assert_eq!(ids, ["T-0778", "T-0777", "T-0779"], "T-500 is taken, T-0777 is free");
-        assert_eq!(plan.add[1].task.deps, [TaskId::new(778), TaskId::new(779)], "refs name the batch's rows");
-        assert_eq!(plan.next_id, 780);
+        assert_eq!(ids, ["T-0777", "T-0778"], "T-0777 is free; fresh ids count on from it");
+        assert_eq!(plan.add[0].task.deps, [TaskId::new(500), TaskId::new(778)], "refs name the batch's rows");
+        assert_eq!(plan.next_id, 779);
         let unknown = merge_plan(
             &[],
             &[{
@@ -687,6 +706,47 @@ mod tests {
             1,
         );
         assert_eq!(unknown.unresolved[0].reference, "t404");
+    }
+
+    #[test]
+    fn a_renamed_row_is_matched_by_its_id() {
+        let mut renamed = row(3, "draft v2", Status::Review);
+        renamed.key = crate::key::dedupe_key("src", "draft");
+        let mut item = Item::new("draft v2", "src");
+        item.ref_id = Some("T-0003".into());
+        item.body = "filled".into();
+        let plan = merge_plan(&[renamed], &[item.clone(), item], now(), 4);
+        assert!(plan.add.is_empty(), "no duplicate row for a renamed task");
+        assert_eq!(plan.patch[0].id, TaskId::new(3));
+        assert_eq!(plan.skip[0].reason, SkipReason::DuplicateInInput { first_index: 0 });
+    }
+
+    #[test]
+    fn a_duplicate_keeps_naming_the_first_items_task() {
+        let items: Vec<Item> = [("t1", "A", vec![]), ("t2", "a!", vec![]), ("t3", "C", vec!["t2"])]
+            .into_iter()
+            .map(|(id, title, deps)| {
+                let mut i = Item::new(title, "s");
+                i.ref_id = Some(id.into());
+                i.deps = deps.into_iter().map(str::to_owned).collect();
+                i
+            })
+            .collect();
+        let plan = merge_plan(&[], &items, now(), 1);
+        assert!(plan.unresolved.is_empty(), "{:?}", plan.unresolved);
+        assert_eq!(plan.add.len(), 2);
+        assert_eq!(plan.add[1].task.deps, [plan.add[0].task.id], "t2 is A's duplicate, so C waits for A");
+    }
+
+    #[test]
+    fn d2_fresh_ids_never_take_a_number_named_as_a_missing_dep() {
+        let mut waits = Item::new("waits", "s");
+        waits.deps = vec!["T-0002".into()];
+        let plan = merge_plan(&[], &[waits, Item::new("other", "s")], now(), 1);
+        let ids: Vec<u64> = plan.add.iter().map(|a| a.task.id.num()).collect();
+        assert_eq!(ids, [3, 4], "T-0002 stays the missing task it names");
+        assert_eq!(plan.add[0].task.deps, [TaskId::new(2)]);
+        assert_eq!(plan.next_id, 5);
     }
 
     fn item_strategy() -> impl Strategy<Value = Item> {
@@ -744,10 +804,13 @@ mod tests {
             for patch in &plan.patch {
                 let target = ledger.iter().find(|t| t.id == patch.id).unwrap();
                 prop_assert!(target.status.is_open(), "patched a {} row", target.status);
-                let json = serde_json::to_value(&patch.fields).unwrap();
-                for forbidden in ["correction", "result", "failures", "status", "run", "title"] {
-                    prop_assert!(json.get(forbidden).is_none());
-                }
+                // M4 holds by type (PatchFields has no such fields); check what was written.
+                let mut after = target.clone();
+                patch.fields.apply_to(&mut after);
+                prop_assert_eq!(
+                    (&after.correction, &after.result, after.failures, after.status, after.run, &after.title),
+                    (&target.correction, &target.result, target.failures, target.status, target.run, &target.title)
+                );
             }
             // M2: every existing id is still there after applying.
             let mut after = ledger.clone();

@@ -136,9 +136,19 @@ impl Tags {
         Tags::default()
     }
 
-    /// Adds a tag (trimmed, lower-cased); blank tags are ignored.
+    /// A tag as stored: lower case, inner blanks and commas turned into `-` (a tag is one word).
+    fn normalize(tag: &str) -> String {
+        tag.trim()
+            .to_lowercase()
+            .split(|c: char| c.is_whitespace() || c == ',' || c == '、')
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join("-")
+    }
+
+    /// Adds a tag (trimmed, lower-cased, one word); blank tags are ignored.
     pub fn insert(&mut self, tag: &str) {
-        let tag = tag.trim().to_lowercase();
+        let tag = Tags::normalize(tag);
         if !tag.is_empty() {
             self.0.insert(tag);
         }
@@ -146,7 +156,7 @@ impl Tags {
 
     /// Removes a tag; returns whether it was there.
     pub fn remove(&mut self, tag: &str) -> bool {
-        self.0.remove(&tag.trim().to_lowercase())
+        self.0.remove(&Tags::normalize(tag))
     }
 
     /// Whether the tag is present.
@@ -362,5 +372,9 @@ mod tests {
     fn tags_are_a_lower_case_set() {
         let tags = Tags::parse_list("AI, external heavy,,ai");
         assert_eq!(tags.to_list(), "ai,external,heavy");
+        let mut spaced = Tags::new();
+        spaced.insert("Needs  Review");
+        assert_eq!(Tags::parse_list(&spaced.to_list()), spaced, "a tag with a blank reads back whole");
+        assert!(spaced.remove("needs review"));
     }
 }

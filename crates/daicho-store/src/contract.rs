@@ -130,8 +130,13 @@ pub async fn ids_are_stable_across_restarts<B: Backend>(backend: &B) {
 pub async fn ids_are_never_given_twice<B: Backend>(backend: &B) {
     let store = backend.open().await;
     store.upsert(batch(vec![with_id("a", "T-0001", &[])])).await.expect("upsert");
-    let report = store.upsert(batch(vec![with_id("b", "T-0001", &[])])).await.expect("upsert");
-    assert_eq!(report.added, [id("T-0002")], "T-0001 is taken by 'a'");
+    let mut b = with_id("b", "T-0001", &[]);
+    b.body = "b's body".into();
+    let report = store.upsert(batch(vec![b])).await.expect("upsert");
+    assert!(report.added.is_empty(), "an item with the id of a row is that row, not a new one");
+    assert_eq!(report.updated, [id("T-0001")]);
+    let report = store.upsert(batch(vec![item("b2"), with_id("c", "T-0003", &[])])).await.expect("upsert");
+    assert_eq!(report.added, [id("T-0004"), id("T-0003")], "T-0003 kept; fresh ids count on past it");
     let mut seen = std::collections::HashSet::new();
     for round in 0..5 {
         let report = store.upsert(batch(vec![item(&format!("r{round}"))])).await.expect("upsert");
@@ -139,7 +144,15 @@ pub async fn ids_are_never_given_twice<B: Backend>(backend: &B) {
             assert!(seen.insert(added), "{added} given twice");
         }
     }
-    assert_eq!(all(&store).await.len(), 7);
+    assert_eq!(all(&store).await.len(), 8);
+    // A dep on a missing id under the Keep policy: fresh ids never take that number.
+    let mut keep = batch(vec![with_id("waits", "t-local", &["T-0050"])]);
+    keep.unknown_deps = UnknownDeps::Keep;
+    store.upsert(keep).await.expect("kept");
+    let mut done = item("unrelated");
+    done.status = Some(Status::Done);
+    let report = store.upsert(batch(vec![done])).await.expect("upsert");
+    assert!(report.added[0].num() > 50, "{:?} must not become the missing T-0050", report.added);
 }
 
 /// Every mutation has its journal entry; a no-op writes none.

@@ -20,7 +20,14 @@ fn main() -> ExitCode {
         Err(err) => {
             // --help and --version print to stdout and exit 0; usage errors exit 2.
             let _ = err.print();
-            return if err.exit_code() == 0 { ExitCode::SUCCESS } else { ExitCode::from(2) };
+            if err.exit_code() == 0 {
+                return ExitCode::SUCCESS;
+            }
+            if std::env::args().any(|a| a == "--json") {
+                let message = err.kind().to_string();
+                let _ = output::print_json(&serde_json::json!({ "error": format!("usage: {message}") }));
+            }
+            return ExitCode::from(2);
         }
     };
     init_logging(cli.verbose);

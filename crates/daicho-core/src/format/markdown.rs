@@ -59,29 +59,36 @@ fn parse_line(line: &str, number: usize) -> Result<Option<Item>, String> {
     let mut rest = rest.trim_start();
     let mut item = Item { line: Some(number), ..Item::default() };
 
-    if let Some(inner) = rest.strip_prefix('[') {
-        let end = inner.find(']').ok_or("malformed id: '[' without ']'")?;
+    if let Some(inner) = rest.strip_prefix('[')
+        && let Some(end) = inner.find(']')
+    {
         let candidate = &inner[..end];
-        let after = &inner[end + 1..];
-        if !after.starts_with('(') {
+        let looks_like_id =
+            candidate.trim_start().starts_with("T-") || candidate.trim_start().starts_with("t-");
+        if looks_like_id && !inner[end + 1..].starts_with('(') {
             if TaskId::parse(candidate).is_none() {
                 return Err(format!("malformed id '[{candidate}]' (expected the form [T-0001])"));
             }
             item.ref_id = Some(candidate.trim().to_owned());
-            rest = after;
+            rest = &inner[end + 1..];
         }
-    }
-
-    // Markers are looked for anywhere after the id.
-    let mut tags = Tags::new();
-    if rest.contains('🤖') || rest.contains("【夜間AI可】") {
-        tags.insert(TAG_AI);
-    }
-    if has_external_marker(rest) {
-        tags.insert(TAG_EXTERNAL);
+        // Any other bracket (`[WIP]`, a link) is part of the title.
     }
 
     let segments = split_segments(rest);
+    // Markers count in the title and in bare segments, not inside `key:value` values (a body
+    // quoting 🤖 does not make the task an AI task).
+    let mut tags = Tags::new();
+    for segment in
+        segments.iter().enumerate().filter(|(i, s)| *i == 0 || split_key(s.trim()).is_none()).map(|(_, s)| s)
+    {
+        if segment.contains('🤖') || segment.contains("【夜間AI可】") {
+            tags.insert(TAG_AI);
+        }
+        if has_external_marker(segment) {
+            tags.insert(TAG_EXTERNAL);
+        }
+    }
     let title = segments.first().map(|s| s.trim()).unwrap_or_default();
     if title.is_empty() {
         return Err("empty title: a task line needs text after the checkbox".to_owned());
@@ -174,13 +181,16 @@ fn escape(text: &str) -> String {
     out
 }
 
-/// `key:value` (or `key：value`) when the key is one word; `None` for free text.
+/// `key:value` (or `key：value`) when the key is one word starting with a letter; `None` for
+/// free text such as `10:30`.
 fn split_key(segment: &str) -> Option<(&str, &str)> {
     let at = segment.find([':', '：'])?;
     let key = segment[..at].trim();
     let sep = segment[at..].chars().next()?.len_utf8();
-    (!key.is_empty() && key.chars().count() <= 16 && !key.contains(char::is_whitespace))
-        .then(|| (key, &segment[at + sep..]))
+    let word = key.chars().next().is_some_and(char::is_alphabetic)
+        && key.chars().count() <= 16
+        && !key.contains(char::is_whitespace);
+    word.then(|| (key, &segment[at + sep..]))
 }
 
 /// The field a segment key names, in Japanese or English.
@@ -398,6 +408,7 @@ mod tests {
         let cases = [
             ("ok\n- [?] what\n", 2, "malformed checkbox"),
             ("- [ ] [T-x] bad id\n", 1, "malformed id"),
+            ("- [ ] [T-1000000000000000] too long\n", 1, "malformed id"),
             ("- [ ] \n", 1, "empty title"),
             ("- [ ] a\n- [ ] b | 期限:tomorrow\n", 2, "not a date"),
             ("- [ ] a | colour:red\n", 1, "unknown field 'colour'"),
@@ -412,12 +423,24 @@ mod tests {
     }
 
     #[test]
+    fn ordinary_checklist_lines_are_tasks() {
+        let text =
+            "- [ ] [WIP] fix parser\n- [ ] standup | 10:30\n- [ ] quote | 内容:the bot 🤖 said ⚠️本番 hi\n";
+        let items = parse(text, "f.md", &defaults()).unwrap();
+        assert_eq!(items[0].title, "[WIP] fix parser");
+        assert_eq!(items[0].ref_id, None);
+        assert_eq!(items[1].tags.to_list(), "10:30");
+        assert!(items[2].tags.is_empty(), "markers inside a value are text, not tags");
+        assert_eq!(items[2].body, "the bot 🤖 said ⚠️本番 hi");
+    }
+
+    #[test]
     fn x3_render_then_parse_gives_the_same_fields() {
         let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
         let mut task = Task::new(TaskId::parse("T-0042").unwrap(), "a | b \\ c", "src", now);
         task.project = "PJ-03".into();
         task.status = Status::Review;
-        task.body = "line one\nline two | pipe".into();
+        task.body = "line one\nline two | pipe, the bot 🤖 said".into();
         task.deps = vec![TaskId::parse("T-500").unwrap(), TaskId::new(7)];
         task.tags = Tags::parse_list("ai,external,heavy");
         task.due = Some(jiff::civil::date(2026, 12, 24));

@@ -33,10 +33,10 @@ pub struct Args {
 pub fn parse_statuses(names: &[String]) -> anyhow::Result<Vec<Status>> {
     let mut statuses = Vec::new();
     for name in names {
-        match name.trim() {
+        match name.trim().to_lowercase().as_str() {
             "open" => statuses.extend(Status::ALL.into_iter().filter(|s| s.is_open())),
             "closed" => statuses.extend(Status::ALL.into_iter().filter(|s| s.is_closed())),
-            other => statuses.push(other.parse::<Status>()?),
+            _ => statuses.push(name.parse::<Status>()?),
         }
     }
     Ok(statuses)

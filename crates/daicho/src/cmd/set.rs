@@ -126,9 +126,8 @@ fn edit_of(args: &Args) -> anyhow::Result<TaskEdit> {
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let edit = edit_of(&args)?;
     if edit.is_empty() {
-        eprintln!(
-            "daicho: error: nothing to change; give at least one of --status, --correction, --run, … (see daicho set --help)"
-        );
+        let message = "nothing to change; give at least one of --status, --correction, --run, … (see daicho set --help)";
+        output::report_error(&anyhow::anyhow!(message), ctx.json);
         return Ok(ExitCode::from(2));
     }
     if let Some(title) = &edit.title

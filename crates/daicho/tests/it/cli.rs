@@ -70,6 +70,11 @@ fn f1_set_writes_reads_back_and_prints_the_stored_values() {
 
     let nothing = ledger.run(&["set", "T-0001"]);
     assert_eq!(nothing.code, 2, "no change asked is a usage error: {}", nothing.stderr);
+    let nothing_json = ledger.run(&["set", "T-0001", "--json"]);
+    assert_eq!(nothing_json.code, 2);
+    assert!(
+        nothing_json.json::<serde_json::Value>()["error"].as_str().unwrap().contains("nothing to change")
+    );
     let cycle = ledger.run(&["add", "second", "--deps", "T-0001"]).ok();
     assert!(cycle.stdout.contains("added T-0002"), "{}", cycle.stdout);
     let refused = ledger.run(&["set", "T-0001", "--deps", "T-0002"]);
@@ -145,6 +150,13 @@ fn i1_exit_codes_help_and_missing_ledger() {
         assert!(sub.stdout.contains("--json"), "{command} --help names --json");
     }
     assert_eq!(ledger.run(&["frobnicate"]).code, 2);
+    let usage = ledger.run(&["list", "--json", "--limit", "many"]);
+    assert_eq!(usage.code, 2);
+    assert!(
+        usage.json::<serde_json::Value>()["error"].as_str().unwrap().starts_with("usage:"),
+        "{}",
+        usage.stdout
+    );
     assert_eq!(ledger.run(&["list", "--status"]).code, 2);
     let missing = ledger.run(&["list"]);
     assert_eq!(missing.code, 1);
@@ -189,6 +201,7 @@ fn list_filters_and_japanese_labels() {
     assert_eq!(count(&["--project", "PJ-02"]), 5);
     assert_eq!(count(&["--status", "done"]), 1);
     assert_eq!(count(&["--status", "open"]), 5);
+    assert_eq!(count(&["--status", "Open"]), 5, "shorthands ignore case");
     assert_eq!(count(&["--status", "未着手,完了"]), 6);
     assert_eq!(count(&["--source", "tasks"]), 5);
     assert_eq!(count(&["--tag", "heavy"]), 1);

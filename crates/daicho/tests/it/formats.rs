@@ -122,3 +122,20 @@ fn m3_m4_m5_reimport_never_overwrites_what_a_person_wrote() {
     assert_eq!(tasks[1].assignee, "", "M3: a done row is not touched");
     assert!(report["skips"][0]["reason"].as_str().unwrap().contains("done"));
 }
+
+#[test]
+fn reimporting_one_file_or_a_renamed_row_adds_no_duplicate() {
+    let ledger = Ledger::new();
+    ledger.run(&["import", &fixture("tasks-open.md"), &fixture("tasks-done.md")]).ok();
+    ledger.run(&["set", "T-0003", "--title", "テスト作成 v2"]).ok();
+    // Alone, the done file's items get another default source (another key): the ids match.
+    let report: serde_json::Value = ledger.run(&["import", &fixture("tasks-done.md"), "--json"]).ok().json();
+    assert_eq!(report["added"], 0, "{report}");
+    let out = crate::path_in(&ledger, "ledger.json");
+    ledger.run(&["export", "--out", out.to_str().unwrap()]).ok();
+    let report: serde_json::Value = ledger.run(&["import", out.to_str().unwrap(), "--json"]).ok().json();
+    assert_eq!((report["added"].as_u64(), report["updated"].as_u64()), (Some(0), Some(0)), "{report}");
+    let tasks = ledger.tasks();
+    assert_eq!(tasks.len(), 5);
+    assert_eq!(tasks[2].title, "テスト作成 v2");
+}
