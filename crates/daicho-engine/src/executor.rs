@@ -221,13 +221,15 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
     parse_output(&out, ctx)
 }
 
-/// Reads an executor's stdout: plain text is the result; `{"result": …, "tasks": […]}` also
-/// carries found tasks to push.
+/// Reads an executor's stdout: plain text is the result; an object with only the keys
+/// `result` and `tasks` (`{"result": …, "tasks": […]}`) also carries found tasks to push. Any
+/// other JSON is a plain result.
 pub fn parse_output(out: &str, ctx: &RunContext) -> ExecOutcome {
     let trimmed = out.trim();
     if trimmed.starts_with('{')
         && let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(trimmed)
-        && (map.contains_key("result") || map.contains_key("tasks"))
+        && !map.is_empty()
+        && map.keys().all(|k| k == "result" || k == "tasks")
     {
         let result = match map.get("result") {
             Some(serde_json::Value::String(text)) => text.clone(),

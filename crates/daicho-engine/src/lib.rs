@@ -11,6 +11,7 @@ pub mod config;
 pub mod executor;
 pub mod llm;
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -228,8 +229,6 @@ impl<S: Store + 'static> Engine<S> {
         }
         let now = Timestamp::now();
         report.lost = self.store.expire_leases(now, self.config.policy.failures).await?;
-        let ready = self.store.ready(now, SWEEP_SCAN).await?;
-        report.truncated += ready.total.saturating_sub(ready.tasks.len());
         let mut gate = Gate {
             actions: &self.specs,
             paused: None,
@@ -237,26 +236,42 @@ impl<S: Store + 'static> Engine<S> {
             daily_cap: self.config.policy.daily_cap,
         };
         let mut to_queue = Vec::new();
-        for task in ready.tasks {
-            match decide(&task, role.mode(), &gate) {
-                Err(hold) => {
-                    if hold == Hold::AwaitingApproval {
-                        to_queue.push(task.id);
-                    }
-                    report.held.push(Held { id: task.id, title: task.title.clone(), hold });
+        // Each task is considered once per sweep; after a pass that ran something, the ready set
+        // is read again, so a chain moves on within one sweep up to the limit.
+        let mut considered: HashSet<TaskId> = HashSet::new();
+        loop {
+            let ready = self.store.ready(Timestamp::now(), SWEEP_SCAN).await?;
+            let unseen = ready.tasks.iter().filter(|t| !considered.contains(&t.id)).count();
+            let runs_before = report.ran.len();
+            report.truncated = ready.total.saturating_sub(ready.tasks.len());
+            for task in ready.tasks {
+                if !considered.insert(task.id) {
+                    continue;
                 }
-                Ok(_) if report.ran.len() >= max => report.truncated += 1,
-                Ok(action) => {
-                    let name = action.name.clone();
-                    match self.claim_and_run(&task, &name, role.mode()).await? {
-                        Some(run) => {
+                match decide(&task, role.mode(), &gate) {
+                    Err(hold) => {
+                        if hold == Hold::AwaitingApproval {
+                            to_queue.push(task.id);
+                        }
+                        report.held.push(Held { id: task.id, title: task.title.clone(), hold });
+                    }
+                    Ok(_) if report.ran.len() >= max => {
+                        // Eligible, but over this invocation's limit: left for the next sweep.
+                        considered.remove(&task.id);
+                        report.truncated += 1;
+                    }
+                    Ok(action) => {
+                        let name = action.name.clone();
+                        if let Some(run) = self.claim_and_run(&task, &name, role.mode()).await? {
                             *gate.runs_today.by_action.entry(name).or_insert(0) += 1;
                             gate.runs_today.total += 1;
                             report.ran.push(run);
                         }
-                        None => continue,
                     }
                 }
+            }
+            if unseen == 0 || report.ran.len() == runs_before || report.ran.len() >= max {
+                break;
             }
         }
         if !to_queue.is_empty() {

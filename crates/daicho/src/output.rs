@@ -114,6 +114,30 @@ pub fn task_table(tasks: &[Task], ja: bool) -> String {
     t.to_string()
 }
 
+/// The ready table: run order, with why each row will or will not run.
+pub fn ready_table(tasks: &[Task], reasons: &[String], ja: bool) -> String {
+    let header = if ja {
+        vec!["タスクID", "優先度", "タスク", "分類", "担当", "AI機能", "タグ", "案件", "実行可否"]
+    } else {
+        vec!["id", "prio", "title", "type", "assignee", "action", "tags", "project", "why"]
+    };
+    let mut t = table(header, DENSE);
+    for (task, reason) in tasks.iter().zip(reasons) {
+        t.add_row(vec![
+            task.id.to_string(),
+            if task.priority == 0 { String::new() } else { task.priority.to_string() },
+            cell(&task.title, 50),
+            cell(&task.work_type, 16),
+            cell(&task.assignee, 16),
+            cell(&task.action, 16),
+            task.tags.to_list(),
+            cell(&task.project, 16),
+            reason.clone(),
+        ]);
+    }
+    t.to_string()
+}
+
 /// Every field of one task, one per line.
 pub fn task_detail(task: &Task, ja: bool) -> String {
     let time = |t: Option<jiff::Timestamp>| t.map(|t| t.to_string()).unwrap_or_default();

@@ -1,6 +1,7 @@
 //! Integration tests of the `daicho` binary: real processes on a real SQLite ledger file.
 
 mod cli;
+mod engine;
 mod errors;
 mod formats;
 
@@ -71,6 +72,10 @@ impl Ledger {
             .env_remove("DAICHO_LANG")
             .env("LANG", "C")
             .env("DAICHO_USER", "tester")
+            .env_remove("DAICHO_CONFIG")
+            .env_remove("DAICHO_CORRECTION")
+            .env("LOG", self.dir.path().join("executors.log"))
+            .env("DAICHO_BIN", env!("CARGO_BIN_EXE_daicho"))
             .stdin(Stdio::null());
         command
     }
@@ -92,6 +97,24 @@ impl Ledger {
             .expect("daicho starts");
         child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
         Run::from(child.wait_with_output().expect("daicho runs"))
+    }
+
+    /// Writes an executable script in the ledger's directory; returns its path.
+    pub fn script(&self, name: &str, body: &str) -> String {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = self.file(name, format!("#!/bin/sh\n{body}"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        path
+    }
+
+    /// The executors' side-effect log (the `LOG` variable every test script appends to).
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("executors.log")
+    }
+
+    /// The lines of the executors' log (empty when no executor ever ran).
+    pub fn log_lines(&self) -> Vec<String> {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default().lines().map(str::to_owned).collect()
     }
 
     /// Writes a file in the ledger's directory; returns its path as a string.
@@ -158,6 +181,8 @@ pub struct TaskJson {
 pub struct ReadyJson {
     pub total: usize,
     pub tasks: Vec<TaskJson>,
+    /// Why each listed row will or will not run (S7).
+    pub why: Vec<serde_json::Value>,
 }
 
 /// The ids of tasks.

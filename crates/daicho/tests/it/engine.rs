@@ -1,0 +1,438 @@
+//! The engine through the command line: real child processes, real SIGKILL, one SQLite ledger.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::{Ledger, ReadyJson, TaskJson, fixture};
+
+/// A step script: logs its start (with attempt and correction), then its end.
+const STEP: &str = r#"cat > /dev/null
+echo "start $DAICHO_TASK_ID $DAICHO_ATTEMPT [$DAICHO_CORRECTION]" >> "$LOG"
+echo "done $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
+echo "result of $DAICHO_TASK_ID"
+"#;
+
+fn config(ledger: &Ledger, extra: &str) {
+    ledger.file("daicho.toml", extra);
+}
+
+/// Lines of the log starting with `word`, per task id.
+fn count(lines: &[String], word: &str) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for line in lines {
+        let mut parts = line.split_whitespace();
+        if parts.next() == Some(word)
+            && let Some(id) = parts.next()
+        {
+            *counts.entry(id.to_owned()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn task<'a>(tasks: &'a [TaskJson], id: &str) -> &'a TaskJson {
+    tasks.iter().find(|t| t.id == id).unwrap_or_else(|| panic!("no {id}"))
+}
+
+fn sweep(ledger: &Ledger, role: &str, max: &str) -> Value {
+    ledger.run(&["sweep", "--role", role, "--max", max, "--json"]).ok().json()
+}
+
+fn kill_group_of(pid_file: &std::path::Path) {
+    if let Ok(pid) = std::fs::read_to_string(pid_file) {
+        let _ =
+            std::process::Command::new("kill").args(["-KILL", "--", &format!("-{}", pid.trim())]).status();
+        let _ = std::fs::remove_file(pid_file);
+    }
+}
+
+#[test]
+fn d3_seed_002_crash_while_t3_runs_resumes_without_redoing_completions() {
+    let ledger = Ledger::new();
+    // t3 is slow the first time: the crash lands while it runs.
+    let script = ledger.script(
+        "step.sh",
+        r#"cat > /dev/null
+echo "start $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
+if [ "$DAICHO_TASK_ID" = "T-0003" ] && [ "$DAICHO_ATTEMPT" = "1" ]; then echo $$ > "$LOG.pid"; sleep 60; fi
+echo "done $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
+"#,
+    );
+    config(
+        &ledger,
+        &format!(
+            "[policy]\nlease = \"1s\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"{script}\"]\ntypes = [\"step\"]\nauto = true\non_success = \"done\"\n"
+        ),
+    );
+    let plan = r#"{"goal": "ship the parser feature", "tasks": [
+        {"id": "t1", "title": "t1 module skeleton", "type": "step", "tags": ["ai"]},
+        {"id": "t2", "title": "t2 parser", "deps": ["t1"], "type": "step", "tags": ["ai"]},
+        {"id": "t3", "title": "t3 tests", "deps": ["t1"], "type": "step", "tags": ["ai"]},
+        {"id": "t4", "title": "t4 run the suite", "deps": ["t2", "t3"], "type": "step", "tags": ["ai"]},
+        {"id": "t5", "title": "t5 release notes", "deps": ["t4"], "type": "step", "tags": ["ai"]}]}"#;
+    ledger.run(&["import", &ledger.file("plan.json", plan)]).ok();
+
+    let mut worker = ledger
+        .command(&["sweep", "--role", "auto", "--max", "10"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = ledger.dir.path().join("executors.log.pid");
+    wait_for("t3 to start", Duration::from_secs(30), || pid_file.exists());
+    worker.kill().expect("SIGKILL the daicho process");
+    worker.wait().unwrap();
+    kill_group_of(&pid_file);
+
+    let tasks = ledger.tasks();
+    assert_eq!(task(&tasks, "T-0001").status, "done");
+    assert_eq!(task(&tasks, "T-0002").status, "done");
+    assert_eq!(task(&tasks, "T-0003").status, "running", "the claim was persisted before the crash");
+
+    std::thread::sleep(Duration::from_millis(1200));
+    let report = sweep(&ledger, "auto", "10");
+    assert_eq!(report["lost"][0]["id"], "T-0003", "{report}");
+    let lines = ledger.log_lines();
+    let starts = count(&lines, "start");
+    let dones = count(&lines, "done");
+    assert_eq!(starts["T-0001"], 1, "{lines:?}");
+    assert_eq!(starts["T-0002"], 1, "t1, t2 recorded done are never re-run");
+    assert_eq!(starts["T-0003"], 2, "t3 started twice: interrupted, then retried");
+    assert_eq!(dones.values().sum::<usize>(), 5, "5 completed executions in total: {lines:?}");
+    let tasks = ledger.tasks();
+    assert!(tasks.iter().all(|t| t.status == "done"), "{tasks:?}");
+    assert_eq!(task(&tasks, "T-0003").failures, 1, "the interruption counts as one timeout failure");
+    assert!(tasks.iter().filter(|t| t.id != "T-0003").all(|t| t.failures == 0));
+}
+
+#[test]
+fn s1_the_executor_sees_its_row_running_with_run_cleared() {
+    let ledger = Ledger::new();
+    let script =
+        ledger.script("peek.sh", "cat > /dev/null\n\"$DAICHO_BIN\" show \"$DAICHO_TASK_ID\" --json\n");
+    config(&ledger, &format!("[[action]]\nname = \"peek\"\nkind = \"command\"\ncommand = [\"{script}\"]\n"));
+    ledger.run(&["add", "look at yourself", "--action", "peek"]).ok();
+    ledger.run(&["set", "T-0001", "--run"]).ok();
+    let report = sweep(&ledger, "run-requested", "1");
+    assert_eq!(report["ran"][0]["result"], "success", "{report}");
+    let stored = &ledger.tasks()[0];
+    let seen: Value = serde_json::from_str(&stored.result).expect("the executor printed the row");
+    assert_eq!(
+        (seen["status"].as_str(), seen["run"].as_bool(), seen["attempt"].as_u64()),
+        (Some("running"), Some(false), Some(1))
+    );
+    assert!(seen["lease_owner"].as_str().is_some_and(|o| !o.is_empty()));
+    assert_eq!(stored.status, "review", "on_success defaults to review");
+    assert!(!stored.run);
+}
+
+#[test]
+fn s2_external_never_runs_without_approval_and_is_queued_once() {
+    let ledger = Ledger::new();
+    let script = ledger.script("step.sh", STEP);
+    config(
+        &ledger,
+        &format!(
+            "[[action]]\nname = \"publish\"\nkind = \"command\"\ncommand = [\"{script}\"]\nexternal = true\nauto = true\n"
+        ),
+    );
+    ledger.run(&["add", "post the article", "--action", "publish", "--tag", "ai"]).ok();
+    let first = sweep(&ledger, "auto", "5");
+    assert_eq!(first["held"][0]["hold"], "awaiting_approval", "{first}");
+    assert_eq!(first["queued"], serde_json::json!(["T-0001"]));
+    let second = sweep(&ledger, "auto", "5");
+    assert_eq!(second["queued"], serde_json::json!([]), "the approval queue is idempotent");
+    let requested = sweep(&ledger, "run-requested", "5");
+    assert!(requested["ran"].as_array().unwrap().is_empty());
+    let manual = ledger.run(&["run", "T-0001"]);
+    assert_eq!(manual.code, 1);
+    assert!(manual.stdout.contains("awaiting approval"), "{}", manual.stdout);
+    assert!(ledger.log_lines().is_empty(), "no executor ever started");
+    let queue: Vec<Value> = ledger.run(&["approve", "--json"]).ok().json();
+    assert_eq!(queue.len(), 1);
+    ledger.run(&["approve", "T-0001"]).ok();
+    let approved = sweep(&ledger, "run-requested", "5");
+    assert_eq!(approved["ran"][0]["result"], "success", "{approved}");
+    assert_eq!(count(&ledger.log_lines(), "start")["T-0001"], 1);
+}
+
+#[test]
+fn s3_three_failures_park_the_task_and_nothing_retries_it() {
+    let ledger = Ledger::new();
+    let script = ledger.script(
+        "fail.sh",
+        "cat > /dev/null\necho \"start $DAICHO_TASK_ID\" >> \"$LOG\"\necho boom >&2\nexit 3\n",
+    );
+    config(
+        &ledger,
+        &format!("[[action]]\nname = \"flaky\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\n"),
+    );
+    ledger.run(&["add", "flaky job", "--action", "flaky", "--tag", "ai"]).ok();
+    for round in 1..=3 {
+        let report = sweep(&ledger, "auto", "5");
+        assert_eq!(report["ran"].as_array().unwrap().len(), 1, "one run per sweep, no self-retry: {report}");
+        assert_eq!(report["ran"][0]["error"], "exit status 3: boom");
+        let want = if round < 3 { "pending" } else { "needs_human" };
+        assert_eq!(report["ran"][0]["status"], want);
+    }
+    let report = sweep(&ledger, "auto", "5");
+    assert!(report["ran"].as_array().unwrap().is_empty());
+    assert_eq!(ledger.log_lines().len(), 3);
+    assert_eq!(ledger.tasks()[0].failures, 3);
+}
+
+#[test]
+fn s5_heavy_is_skipped_with_the_command_that_runs_it() {
+    let ledger = Ledger::new();
+    let script = ledger.script("step.sh", STEP);
+    config(
+        &ledger,
+        &format!(
+            "[[action]]\nname = \"pdf\"\nkind = \"command\"\ncommand = [\"{script}\"]\nheavy = true\nauto = true\n"
+        ),
+    );
+    ledger.run(&["add", "render the report", "--action", "pdf", "--tag", "ai"]).ok();
+    let report = sweep(&ledger, "auto", "5");
+    assert_eq!(report["held"][0]["reason"], "heavy: run it with `daicho run-heavy T-0001`", "{report}");
+    let run = ledger.run(&["run", "T-0001"]);
+    assert_eq!(run.code, 1);
+    assert!(ledger.log_lines().is_empty());
+    let heavy = ledger.run(&["run-heavy", "T-0001", "--json"]).ok();
+    let json: Value = heavy.json();
+    assert_eq!(json["result"], "success");
+    assert_eq!(ledger.log_lines().len(), 2, "one job per invocation");
+}
+
+#[test]
+fn s7_s12_seed_004_runs_t500_to_t502_then_reports_t503_stalled() {
+    let ledger = Ledger::new();
+    let script = ledger.script("step.sh", STEP);
+    config(
+        &ledger,
+        &format!(
+            "[[action]]\nname = \"research\"\nkind = \"command\"\ncommand = [\"{script}\"]\ntypes = [\"調査/記事\"]\nauto = true\non_success = \"done\"\n\n\
+             [[action]]\nname = \"writer\"\nkind = \"command\"\ncommand = [\"{script}\"]\ntypes = [\"制作/記事\"]\nauto = true\non_success = \"done\"\n"
+        ),
+    );
+    ledger.run(&["import", &fixture("seed-004-tasks.md")]).ok();
+    let mut ran = Vec::new();
+    let mut last = Value::Null;
+    for _ in 0..6 {
+        last = sweep(&ledger, "auto", "2");
+        let runs = last["ran"].as_array().unwrap();
+        if runs.is_empty() {
+            break;
+        }
+        ran.extend(runs.iter().map(|r| r["id"].as_str().unwrap().to_owned()));
+    }
+    assert_eq!(ran, ["T-500", "T-501", "T-502"]);
+    assert_eq!(last["held"][0]["id"], "T-503", "{last}");
+    assert_eq!(last["held"][0]["hold"], "stalled");
+    assert_eq!(last["held"][0]["reason"], "stalled: no executor accepts type '台帳' or assignee 'secretary'");
+    let human = ledger.run(&["sweep", "--role", "auto"]).ok();
+    assert!(human.stdout.contains("held T-503") && human.stdout.contains("stalled"), "{}", human.stdout);
+    let ready = ledger.run(&["ready"]).ok();
+    assert!(ready.stdout.contains("stalled"), "ready says why: {}", ready.stdout);
+}
+
+#[test]
+fn s8_s9_paused_or_idle_sweeps_start_no_process() {
+    let ledger = Ledger::new();
+    let script = ledger.script("step.sh", STEP);
+    config(
+        &ledger,
+        &format!("[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\n"),
+    );
+    // Cost gate: nothing eligible (no ai tag) → no process.
+    ledger.run(&["add", "not for the AI", "--action", "work"]).ok();
+    let idle = sweep(&ledger, "auto", "5");
+    assert_eq!(idle["held"][0]["hold"], "no_ai_tag", "{idle}");
+    assert!(ledger.log_lines().is_empty());
+    ledger.run(&["set", "T-0001", "--tag", "ai"]).ok();
+    ledger.run(&["pause", "--reason", "budget review"]).ok();
+    let paused = sweep(&ledger, "auto", "5");
+    assert_eq!(paused["paused"], "budget review");
+    let manual = ledger.run(&["run", "T-0001"]);
+    assert!(manual.stdout.contains("paused (budget review)"), "{}", manual.stdout);
+    ledger.run(&["resume"]).ok();
+    ledger.file("PAUSED", "maintenance window\n");
+    assert_eq!(sweep(&ledger, "auto", "5")["paused"], "maintenance window");
+    assert!(ledger.log_lines().is_empty(), "no process spawned while paused");
+    std::fs::remove_file(ledger.dir.path().join("PAUSED")).unwrap();
+    assert_eq!(sweep(&ledger, "auto", "5")["ran"][0]["result"], "success");
+}
+
+#[test]
+fn s9_daily_caps_hold_further_runs() {
+    let ledger = Ledger::new();
+    let script = ledger.script("step.sh", STEP);
+    config(
+        &ledger,
+        &format!(
+            "[policy]\ndaily_cap = 3\n\n[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\ndaily_cap = 2\n"
+        ),
+    );
+    for title in ["a", "b", "c"] {
+        ledger.run(&["add", title, "--action", "work", "--tag", "ai"]).ok();
+    }
+    let report = sweep(&ledger, "auto", "10");
+    assert_eq!(report["ran"].as_array().unwrap().len(), 2, "{report}");
+    assert_eq!(report["held"][0]["hold"], "action_cap");
+    let stats: Vec<Value> = ledger.run(&["stats", "--json"]).ok().json();
+    assert_eq!((stats[0]["action"].as_str(), stats[0]["runs"].as_u64()), (Some("work"), Some(2)));
+}
+
+#[test]
+fn s11_a_timeout_kills_the_whole_process_group() {
+    let ledger = Ledger::new();
+    let script =
+        ledger.script("hang.sh", "cat > /dev/null\nsleep 60 &\necho $! > \"$LOG.child\"\nsleep 60\n");
+    config(
+        &ledger,
+        &format!(
+            "[[action]]\nname = \"hang\"\nkind = \"command\"\ncommand = [\"{script}\"]\ntimeout = \"1s\"\n"
+        ),
+    );
+    ledger.run(&["add", "never ends", "--action", "hang"]).ok();
+    let started = Instant::now();
+    let run = ledger.run(&["run", "T-0001", "--json"]);
+    assert_eq!(run.code, 1);
+    let json: Value = run.json();
+    assert_eq!((json["result"].as_str(), json["status"].as_str()), (Some("timeout"), Some("pending")));
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let child = std::fs::read_to_string(ledger.dir.path().join("executors.log.child")).unwrap();
+    let proc = format!("/proc/{}", child.trim());
+    wait_for("the grandchild to be gone", Duration::from_secs(5), || {
+        std::fs::read_to_string(format!("{proc}/stat"))
+            .map_or(true, |s| s.split_whitespace().nth(2) == Some("Z"))
+    });
+    assert_eq!(ledger.tasks()[0].failures, 1, "a timeout counts as a failure");
+}
+
+#[test]
+fn c3_a_correction_reaches_only_its_own_run_even_when_that_run_fails() {
+    let ledger = Ledger::new();
+    // Corrected tasks fail in three ways: exit 1, a timeout, an abort (a crash).
+    let script = ledger.script(
+        "c.sh",
+        r#"input=$(cat)
+echo "start $DAICHO_TASK_ID [$DAICHO_CORRECTION] $(echo "$input" | grep -o '"correction":[^,}]*')" >> "$LOG"
+case "$DAICHO_CORRECTION" in
+  fail*) exit 1 ;;
+  hang*) sleep 30 ;;
+  crash*) kill -ABRT $$ ;;
+esac
+echo ok
+"#,
+    );
+    config(
+        &ledger,
+        &format!(
+            "[[action]]\nname = \"c\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\ntimeout = \"1s\"\n"
+        ),
+    );
+    for (title, correction) in
+        [("a", "fail please"), ("b", ""), ("c", "hang please"), ("d", ""), ("e", "crash please"), ("f", "")]
+    {
+        ledger.run(&["add", title, "--action", "c", "--tag", "ai"]).ok();
+        if !correction.is_empty() {
+            let id = ledger.tasks().last().unwrap().id.clone();
+            ledger.run(&["set", &id, "--correction", correction]).ok();
+        }
+    }
+    let report = ledger
+        .command(&["sweep", "--role", "auto", "--max", "10", "--json"])
+        .env("DAICHO_CORRECTION", "leaked from the parent")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let results: Vec<&str> =
+        report["ran"].as_array().unwrap().iter().map(|r| r["result"].as_str().unwrap()).collect();
+    assert_eq!(results, ["failure", "success", "timeout", "success", "failure", "success"], "{report}");
+    let lines = ledger.log_lines();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    assert!(
+        lines[0].contains("[fail please]") && lines[0].contains("\"correction\":\"fail please\""),
+        "{}",
+        lines[0]
+    );
+    for uncorrected in [&lines[1], &lines[3], &lines[5]] {
+        assert!(uncorrected.contains("[]") && uncorrected.contains("\"correction\":null"), "{uncorrected}");
+    }
+    assert!(lines[2].contains("[hang please]") && lines[4].contains("[crash please]"));
+    assert!(report["ran"][4]["error"].as_str().unwrap().contains("signal 6"), "{report}");
+}
+
+#[test]
+fn four_workers_on_one_ledger_run_each_of_500_tasks_once() {
+    let ledger = Ledger::new();
+    let script = ledger.script("once.sh", "cat > /dev/null\necho \"ran $DAICHO_TASK_ID\" >> \"$LOG\"\n");
+    config(
+        &ledger,
+        &format!(
+            "[[action]]\nname = \"once\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\non_success = \"done\"\n"
+        ),
+    );
+    let items: Vec<String> = (0..500)
+        .map(|i| format!("{{\"title\": \"job {i}\", \"action\": \"once\", \"tags\": [\"ai\"]}}"))
+        .collect();
+    ledger.run_with_input(&["push"], format!("[{}]", items.join(",")).as_bytes()).ok();
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            ledger
+                .command(&["sweep", "--role", "auto", "--max", "1000"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for worker in workers {
+        let out = worker.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let ran = count(&ledger.log_lines(), "ran");
+    assert_eq!(ran.len(), 500, "every task ran");
+    assert!(
+        ran.values().all(|&n| n == 1),
+        "each exactly once: {:?}",
+        ran.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>()
+    );
+    let ready: ReadyJson = ledger.run(&["ready", "--json"]).ok().json();
+    assert_eq!(ready.total, 0);
+    assert!(ledger.tasks().iter().all(|t| t.status == "done" && t.attempt == 1));
+}
+
+#[test]
+fn bad_configuration_is_refused_before_anything_runs() {
+    let ledger = Ledger::new();
+    ledger.run(&["add", "x", "--tag", "ai"]).ok();
+    for (toml, expect) in [
+        ("[[action]]\nname = \"a\"\nkind = \"shell\"\n", "daicho.toml:1: unknown action kind 'shell'"),
+        (
+            "[[action]]\nname = \"a\"\nkind = \"command\"\n",
+            "daicho.toml:1: action 'a' (command) needs command",
+        ),
+        (
+            "[[action]]\nname = \"a\"\nkind = \"llm\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\napi_key_env = \"DAICHO_TEST_NO_SUCH_KEY\"\n",
+            "the API key variable DAICHO_TEST_NO_SUCH_KEY is not set",
+        ),
+    ] {
+        config(&ledger, toml);
+        let run = ledger.run(&["sweep", "--role", "auto"]);
+        assert_eq!(run.code, 1, "{toml}");
+        assert!(run.stderr.contains(expect), "{toml}: {}", run.stderr);
+    }
+    assert!(ledger.log_lines().is_empty());
+}
