@@ -436,3 +436,185 @@ fn bad_configuration_is_refused_before_anything_runs() {
     }
     assert!(ledger.log_lines().is_empty());
 }
+
+/// A loopback HTTP server playing an OpenAI-compatible API: answers `n` requests, records them.
+fn fake_llm(n: usize) -> (String, std::thread::JoinHandle<Vec<(String, Value)>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for stream in listener.incoming().take(n) {
+            let mut stream = stream.unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            seen.push((head, serde_json::from_slice(&body).unwrap()));
+            let reply = r#"{"choices":[{"message":{"role":"assistant","content":"drafted"}}],"usage":{"prompt_tokens":11,"completion_tokens":7}}"#;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+            stream.write_all(response.as_bytes()).unwrap();
+        }
+        seen
+    });
+    (url, handle)
+}
+
+#[test]
+fn c1_c3_the_llm_request_carries_the_correction_only_for_its_own_task() {
+    let ledger = Ledger::new();
+    let (url, server) = fake_llm(2);
+    config(
+        &ledger,
+        &format!(
+            "[[action]]\nname = \"draft\"\nkind = \"llm\"\nbase_url = \"{url}\"\nmodel = \"tiny\"\napi_key_env = \"DAICHO_TEST_KEY\"\nsystem = \"You write drafts.\"\nprompt = \"Draft: {{title}}\"\nauto = true\n"
+        ),
+    );
+    ledger.run(&["add", "the corrected one", "--action", "draft", "--tag", "ai"]).ok();
+    ledger.run(&["add", "the next one", "--action", "draft", "--tag", "ai"]).ok();
+    ledger.run(&["set", "T-0001", "--correction", "Use bullet points."]).ok();
+    let out = ledger
+        .command(&["sweep", "--role", "auto", "--max", "5", "--json"])
+        .env("DAICHO_TEST_KEY", "sk-test")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report["ran"].as_array().unwrap().len(), 2, "{report}");
+    let seen = server.join().unwrap();
+    let user = |i: usize| {
+        seen[i].1["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned()
+    };
+    assert!(
+        user(0).starts_with("Draft: the corrected one\n\n## Additional correction from a person"),
+        "{}",
+        user(0)
+    );
+    assert!(user(0).contains("Use bullet points."));
+    assert_eq!(user(1), "Draft: the next one", "no correction in the next task's request");
+    assert_eq!(seen[0].1["messages"][0]["role"], "system");
+    assert_eq!(seen[0].1["model"], "tiny");
+    assert!(seen[0].0.to_ascii_lowercase().contains("authorization: bearer sk-test"), "{}", seen[0].0);
+    assert!(seen[0].0.to_ascii_lowercase().contains("idempotency-key: t-0001:1"), "S10: {}", seen[0].0);
+    let tasks = ledger.tasks();
+    assert_eq!((tasks[0].result.as_str(), tasks[0].status.as_str()), ("drafted", "review"));
+    let stats: Vec<Value> = ledger.run(&["stats", "--json"]).ok().json();
+    assert_eq!(
+        (stats[0]["tokens_in"].as_u64(), stats[0]["tokens_out"].as_u64()),
+        (Some(22), Some(14)),
+        "S9: tokens recorded"
+    );
+}
+
+#[test]
+fn d3_s4_a_worker_killed_20_times_never_redoes_a_recorded_completion() {
+    let ledger = Ledger::new();
+    let pids = ledger.dir.path().join("pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    let script = ledger.script(
+        "step.sh",
+        r#"cat > /dev/null
+echo $$ > "$PIDS/$DAICHO_TASK_ID"
+echo "start $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
+sleep 0.07
+echo "done $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
+rm -f "$PIDS/$DAICHO_TASK_ID"
+"#,
+    );
+    config(
+        &ledger,
+        &format!(
+            "[policy]\nlease = \"1s\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\non_success = \"done\"\n"
+        ),
+    );
+    // A 50-task DAG: each waits for its predecessor (mostly) and for the task at half its index.
+    let tasks: Vec<String> = (1..=50)
+        .map(|i| {
+            let mut deps = Vec::new();
+            if i > 1 && i % 3 != 0 {
+                deps.push(format!("\"n{}\"", i - 1));
+            }
+            if i > 3 {
+                deps.push(format!("\"n{}\"", i / 2));
+            }
+            format!("{{\"id\": \"n{i}\", \"title\": \"node {i}\", \"action\": \"work\", \"tags\": [\"ai\"], \"deps\": [{}]}}", deps.join(","))
+        })
+        .collect();
+    ledger.run(&["import", &ledger.file("dag.json", format!("[{}]", tasks.join(",")))]).ok();
+
+    let kill_executors = || {
+        for entry in std::fs::read_dir(&pids).unwrap().flatten() {
+            kill_group_of(&entry.path());
+        }
+    };
+    let mut seed = 7u64;
+    for _ in 0..20 {
+        let mut worker = ledger
+            .command(&["sweep", "--role", "auto", "--max", "1000"])
+            .env("PIDS", &pids)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        std::thread::sleep(Duration::from_millis(40 + (seed >> 33) % 260));
+        worker.kill().unwrap();
+        worker.wait().unwrap();
+        kill_executors();
+    }
+    // Recovery: sweeps until nothing is left (lost runs are counted once their lease expires).
+    for _ in 0..15 {
+        std::thread::sleep(Duration::from_millis(1100));
+        let out = ledger
+            .command(&["sweep", "--role", "auto", "--max", "1000"])
+            .env("PIDS", &pids)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        if ledger.tasks().iter().all(|t| t.status == "done" || t.status == "needs_human") {
+            break;
+        }
+    }
+    let tasks = ledger.tasks();
+    assert!(
+        tasks.iter().all(|t| t.status == "done" || t.status == "needs_human"),
+        "every task done or parked: {tasks:?}"
+    );
+    let lines = ledger.log_lines();
+    let mut lost_runs = 0;
+    for t in &tasks {
+        // Every attempt that did not end the task was a lost run, counted as one failure (S4).
+        let final_attempt = if t.status == "done" { t.attempt - 1 } else { t.attempt };
+        assert_eq!(t.failures, final_attempt, "{}: failures equal its lost runs", t.id);
+        lost_runs += t.failures;
+        // No run after the one recorded done, and that one executed exactly once (D3).
+        let attempts: Vec<u32> = lines
+            .iter()
+            .filter_map(|l| {
+                let mut p = l.split_whitespace();
+                (p.next() == Some("start") && p.next() == Some(t.id.as_str()))
+                    .then(|| p.next().unwrap().parse().unwrap())
+            })
+            .collect();
+        assert!(attempts.iter().all(|&a| a <= t.attempt), "{}: ran after its completion: {attempts:?}", t.id);
+        if t.status == "done" {
+            assert_eq!(attempts.iter().filter(|&&a| a == t.attempt).count(), 1, "{}: {attempts:?}", t.id);
+        }
+    }
+    assert!((1..=20).contains(&lost_runs), "the kills hit runs, at most one each: {lost_runs}");
+}
