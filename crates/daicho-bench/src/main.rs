@@ -6,6 +6,10 @@
 //! ```
 //!
 //! - `merge`: `merge_plan` with 1,000,000 existing rows and 100,000 incoming items (goal < 1 s);
+//! - `claims`: claim → trivial in-process executor → finish on SQLite (`synchronous=FULL`), with 1
+//!   and 4 workers claiming one task per commit, and a batching worker claiming and finishing up
+//!   to 16 per commit; next to this machine's fsync rate (one durable commit each is the
+//!   physical limit of unbatched work);
 //! - `ledger`: a SQLite ledger of 100,000 tasks with ~200,000 dep edges, built by `daicho import`;
 //!   then `daicho ready` as a whole process (goal < 50 ms) and `daicho push` of 100,000 new
 //!   items into that ledger (goal < 5 s).
@@ -24,12 +28,14 @@ fn main() {
     match which.as_str() {
         "merge" => bench_merge(),
         "ledger" => bench_ledger(),
+        "claims" => bench_claims(),
         "all" => {
             bench_merge();
             bench_ledger();
+            bench_claims();
         }
         other => {
-            eprintln!("usage: daicho-bench [merge|ledger|all] (got '{other}')");
+            eprintln!("usage: daicho-bench [merge|ledger|claims|all] (got '{other}')");
             std::process::exit(2);
         }
     }
@@ -199,5 +205,131 @@ fn bench_ledger() {
     println!("ready: whole process on {} tasks: median {} of 10", 2 * n, ms(median_of(&mut times).1));
     let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
     println!("ledger file: {:.1} MiB", size as f64 / f64::from(1 << 20));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Durable 4 KiB writes per second on this disk: `write` + `fdatasync`, 200 times.
+fn fsync_rate(dir: &Path) -> f64 {
+    use std::io::Write as _;
+    let path = dir.join("fsync.probe");
+    let mut file = std::fs::File::create(&path).expect("a probe file");
+    let block = [7u8; 4096];
+    let n = 200;
+    let started = Instant::now();
+    for _ in 0..n {
+        file.write_all(&block).expect("write");
+        file.sync_data().expect("fdatasync");
+    }
+    let rate = f64::from(n) / started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(&path);
+    rate
+}
+
+fn bench_claims() {
+    use daicho_core::Status;
+    use daicho_core::policy::FailurePolicy;
+    use daicho_sqlite::{SqliteOptions, SqliteStore};
+    use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, UnknownDeps};
+    use std::sync::Arc;
+
+    let dir = std::env::temp_dir().join(format!("daicho-bench-claims-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a bench directory");
+    let fsync = fsync_rate(&dir);
+    println!("fsync: {fsync:.0} durable 4 KiB writes/s on this disk (the limit of one commit each)");
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().expect("runtime");
+    let n = 2_000usize;
+    for (label, workers, batch_size) in
+        [("1 worker", 1usize, 1usize), ("4 workers", 4, 1), ("1 batching worker", 1, 16)]
+    {
+        let db = dir.join(format!("claims-{workers}-{batch_size}.db"));
+        let (took, commits) = runtime.block_on(async {
+            let store = Arc::new(SqliteStore::open(&db, SqliteOptions::default()).await.expect("open"));
+            let items: Vec<daicho_core::Item> =
+                (0..n).map(|i| daicho_core::Item::new(&format!("job {i}"), "bench")).collect();
+            let now = jiff::Timestamp::now();
+            let batch = Batch {
+                items,
+                actor: daicho_core::Actor::System,
+                now,
+                file: "bench".into(),
+                unknown_deps: UnknownDeps::Refuse,
+            };
+            store.upsert(batch).await.expect("seed");
+            let commits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let started = Instant::now();
+            let mut handles = Vec::new();
+            for w in 0..workers {
+                let store = Arc::clone(&store);
+                let commits = Arc::clone(&commits);
+                handles.push(tokio::spawn(async move {
+                    let worker = format!("bench-{w}");
+                    loop {
+                        let now = jiff::Timestamp::now();
+                        let ready = store.ready(now, batch_size * 8).await.expect("ready");
+                        if ready.tasks.is_empty() {
+                            return;
+                        }
+                        // Workers start at different offsets so they rarely race for one row.
+                        let offset = (w * batch_size) % ready.tasks.len();
+                        let requests: Vec<ClaimRequest> = ready
+                            .tasks
+                            .iter()
+                            .cycle()
+                            .skip(offset)
+                            .take(batch_size.min(ready.tasks.len()))
+                            .map(|t| ClaimRequest {
+                                id: t.id,
+                                worker: worker.clone(),
+                                action: "noop".into(),
+                                now,
+                                lease: jiff::SignedDuration::from_mins(5),
+                                require_run: false,
+                            })
+                            .collect();
+                        let outcomes = store.claim_many(requests).await.expect("claim");
+                        commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let finishes: Vec<Finish> = outcomes
+                            .into_iter()
+                            .filter_map(|o| match o {
+                                ClaimOutcome::Claimed(t) => Some(Finish {
+                                    id: t.id,
+                                    attempt: t.attempt,
+                                    worker: worker.clone(),
+                                    now: jiff::Timestamp::now(),
+                                    // The trivial in-process executor.
+                                    end: RunEnd::Success {
+                                        result: "ok".into(),
+                                        status: Status::Done,
+                                        tokens_in: None,
+                                        tokens_out: None,
+                                    },
+                                    policy: FailurePolicy::default(),
+                                }),
+                                _ => None,
+                            })
+                            .collect();
+                        if !finishes.is_empty() {
+                            store.finish_many(finishes).await.expect("finish");
+                            commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }));
+            }
+            for h in handles {
+                h.await.expect("worker");
+            }
+            (started.elapsed(), commits.load(std::sync::atomic::Ordering::Relaxed))
+        });
+        let tasks_per_s = n as f64 / took.as_secs_f64();
+        let commits_per_s = commits as f64 / took.as_secs_f64();
+        println!(
+            "claims: {label}, {} per claim: {n} tasks in {} = {tasks_per_s:.0} tasks/s, {commits} commits = {commits_per_s:.0} commits/s ({:.1} tasks per commit pair; {:.2}x the fsync rate per commit)",
+            batch_size,
+            ms(took),
+            n as f64 / (commits as f64 / 2.0),
+            commits_per_s / fsync
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

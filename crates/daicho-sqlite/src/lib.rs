@@ -169,12 +169,33 @@ fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
     // A 64 MiB page cache (allocated only as used) keeps the indexes of a large batch in
     // memory instead of re-reading evicted pages; the default is 2 MiB.
     conn.pragma_update(None, "cache_size", -65536).map_err(backend)?;
+    // Checkpoint every 8,000 pages instead of 1,000: fewer extra fsyncs under a stream of
+    // small commits (claims and finishes), at the cost of a WAL of up to ~32 MiB.
+    conn.pragma_update(None, "wal_autocheckpoint", 8000).map_err(backend)?;
     Ok(conn)
 }
 
 impl Store for SqliteStore {
     async fn claim(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
         self.write(move |tx| runs::claim_in(tx, &request)).await
+    }
+
+    async fn claim_many(&self, requests: Vec<ClaimRequest>) -> Result<Vec<ClaimOutcome>> {
+        self.write(move |tx| requests.iter().map(|r| runs::claim_in(tx, r)).collect()).await
+    }
+
+    async fn finish_many(&self, finishes: Vec<Finish>) -> Result<Vec<Result<Task>>> {
+        self.write(move |tx| {
+            let mut out = Vec::with_capacity(finishes.len());
+            for finish in &finishes {
+                match runs::finish_in(tx, finish) {
+                    Err(StoreError::Backend(e)) => return Err(StoreError::Backend(e)),
+                    other => out.push(other),
+                }
+            }
+            Ok(out)
+        })
+        .await
     }
 
     async fn heartbeat(&self, id: TaskId, attempt: u32, worker: &str, until: Timestamp) -> Result<()> {

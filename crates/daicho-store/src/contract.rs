@@ -54,6 +54,7 @@ macro_rules! store_contract_tests {
             s8_paused_claims_nothing,
             s2_approval_queue_is_idempotent,
             s9_run_counts_and_stats,
+            batched_claims_and_finishes_commit_together,
         );
     };
     (@tests $backend:expr; $($name:ident),* $(,)?) => {
@@ -652,4 +653,30 @@ pub async fn s9_run_counts_and_stats<B: Backend>(backend: &B) {
     assert_eq!(stats.len(), 1);
     let s = &stats[0];
     assert_eq!((s.runs, s.successes, s.failures, s.tokens_in, s.tokens_out), (2, 1, 1, 10, 20));
+}
+
+/// `claim_many` and `finish_many`: one transaction for several runs; a stale finish among them
+/// is rejected alone.
+pub async fn batched_claims_and_finishes_commit_together<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let ids = store.upsert(batch(vec![item("b1"), item("b2"), item("b3")])).await.expect("upsert").added;
+    let mut requests: Vec<ClaimRequest> = ids.iter().map(|&i| claim_request(i, "w", t0())).collect();
+    requests.push(claim_request(ids[0], "w", t0()));
+    let outcomes = store.claim_many(requests).await.expect("claim_many");
+    let claimed: Vec<Task> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            ClaimOutcome::Claimed(t) => Some((**t).clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(claimed.len(), 3, "the repeated request finds its row already claimed");
+    assert_eq!(outcomes[3], ClaimOutcome::NotClaimable);
+    let mut finishes: Vec<Finish> = claimed.iter().map(|t| finish(t, "w", success(Status::Done))).collect();
+    finishes[1].attempt = 9;
+    let results = store.finish_many(finishes).await.expect("finish_many");
+    assert!(results[0].is_ok() && results[2].is_ok());
+    assert!(matches!(results[1], Err(StoreError::LeaseLost { .. })));
+    let statuses: Vec<Status> = all(&store).await.into_iter().map(|t| t.status).collect();
+    assert_eq!(statuses, [Status::Done, Status::Running, Status::Done]);
 }

@@ -325,6 +325,17 @@ pub trait Store: Send + Sync {
     /// machines) never both get `Claimed` for the same row and attempt.
     fn claim(&self, request: ClaimRequest) -> impl Future<Output = Result<ClaimOutcome>> + Send;
 
+    /// Claims several tasks in one transaction (one durable commit for all): each request is
+    /// decided as by [`Store::claim`], in order. For workers with several free slots.
+    fn claim_many(
+        &self,
+        requests: Vec<ClaimRequest>,
+    ) -> impl Future<Output = Result<Vec<ClaimOutcome>>> + Send;
+
+    /// Records several run ends in one transaction: each as by [`Store::finish`], in order. A
+    /// stale one gets its own [`StoreError::LeaseLost`] and writes nothing; the others commit.
+    fn finish_many(&self, finishes: Vec<Finish>) -> impl Future<Output = Result<Vec<Result<Task>>>> + Send;
+
     /// Extends the lease of a running claim to `until`.
     ///
     /// # Errors
