@@ -172,7 +172,7 @@ fn s3_three_failures_park_the_task_and_nothing_retries_it() {
     let ledger = Ledger::new();
     let script = ledger.script(
         "fail.sh",
-        "cat > /dev/null\necho \"start $DAICHO_TASK_ID\" >> \"$LOG\"\necho boom >&2\nexit 3\n",
+        "cat > /dev/null\necho \"start $DAICHO_TASK_ID $DAICHO_IDEMPOTENCY_KEY\" >> \"$LOG\"\necho boom >&2\nexit 3\n",
     );
     config(
         &ledger,
@@ -188,7 +188,9 @@ fn s3_three_failures_park_the_task_and_nothing_retries_it() {
     }
     let report = sweep(&ledger, "auto", "5");
     assert!(report["ran"].as_array().unwrap().is_empty());
-    assert_eq!(ledger.log_lines().len(), 3);
+    let keys: Vec<String> =
+        ledger.log_lines().iter().map(|l| l.split_whitespace().last().unwrap().to_owned()).collect();
+    assert_eq!(keys, ["T-0001:1", "T-0001:2", "T-0001:3"], "S10: one idempotency key per attempt");
     assert_eq!(ledger.tasks()[0].failures, 3);
 }
 
@@ -617,4 +619,26 @@ rm -f "$PIDS/$DAICHO_TASK_ID"
         }
     }
     assert!((1..=20).contains(&lost_runs), "the kills hit runs, at most one each: {lost_runs}");
+}
+
+#[test]
+fn s1_s4_heartbeats_keep_a_long_run_from_counting_as_lost() {
+    let ledger = Ledger::new();
+    let script = ledger.script("slow.sh", "cat > /dev/null\nsleep 2.5\necho finished\n");
+    config(
+        &ledger,
+        &format!(
+            "[policy]\nlease = \"1s\"\n\n[[action]]\nname = \"slow\"\nkind = \"command\"\ncommand = [\"{script}\"]\n"
+        ),
+    );
+    ledger.run(&["add", "longer than its lease", "--action", "slow"]).ok();
+    let runner = ledger.command(&["run", "T-0001", "--json"]).stdout(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1600));
+    let other = sweep(&ledger, "auto", "1");
+    assert_eq!(other["lost"], serde_json::json!([]), "the lease was extended by heartbeats: {other}");
+    let out = runner.wait_with_output().unwrap();
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["result"], "success", "{run}");
+    let task = &ledger.tasks()[0];
+    assert_eq!((task.failures, task.result.as_str()), (0, "finished"));
 }
