@@ -252,3 +252,48 @@ pub fn parse_output(out: &str, ctx: &RunContext) -> ExecOutcome {
     }
     ExecOutcome::Success { result: trimmed.to_owned(), tasks: Vec::new(), tokens: None, push_error: None }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use daicho_core::TaskId;
+
+    fn ctx() -> RunContext {
+        let mut task = Task::new(TaskId::new(1), "t", "s", jiff::Timestamp::UNIX_EPOCH);
+        task.attempt = 1;
+        RunContext::new(task, "act")
+    }
+
+    #[tokio::test]
+    async fn s11_output_is_capped_and_drained() {
+        let argv: Vec<String> = ["sh", "-c", "head -c 3000000 /dev/zero | tr '\\\\0' x"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        match run_command(&argv, &ctx(), Duration::from_secs(20)).await {
+            ExecOutcome::Success { result, .. } => {
+                assert_eq!(
+                    result.len(),
+                    OUTPUT_CAP,
+                    "kept up to the cap; the rest was drained, not blocking"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn x2_only_a_result_and_tasks_object_carries_found_tasks() {
+        let ctx = ctx();
+        let out = parse_output(r#"{"result": "done", "tasks": [{"title": "found one"}]}"#, &ctx);
+        let ExecOutcome::Success { result, tasks, push_error, .. } = out else { panic!() };
+        assert_eq!((result.as_str(), tasks.len(), push_error), ("done", 1, None));
+        assert_eq!(tasks[0].source, "act", "found tasks come from the action");
+        let bad = parse_output(r#"{"result": "done", "tasks": [{"title": 3}]}"#, &ctx);
+        let ExecOutcome::Success { push_error, .. } = bad else { panic!() };
+        assert!(push_error.is_some(), "bad found tasks never fail the run");
+        let other = parse_output(r#"{"id": "T-0001", "result": ""}"#, &ctx);
+        let ExecOutcome::Success { result, tasks, .. } = other else { panic!() };
+        assert!(result.starts_with("{\"id\"") && tasks.is_empty(), "any other JSON is a plain result");
+    }
+}
