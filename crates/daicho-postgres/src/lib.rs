@@ -1,0 +1,852 @@
+//! The PostgreSQL backend of daicho: one ledger shared by workers on many machines.
+//!
+//! Behaviour is the store contract's, the same as SQLite's (the contract suite runs against
+//! both); only the SQL differs. Writes that change the dependency bookkeeping (`upsert`, `edit`,
+//! `finish`, `expire_leases`, …) take one transaction-scoped advisory lock, so they are
+//! serialized like SQLite's single writer and the `unmet_deps` counters stay exact. Claims and
+//! heartbeats touch one row each and rely on its row lock: two workers never both claim a row.
+//! Instants are stored as integer microseconds, as in SQLite.
+
+mod rows;
+mod schema;
+
+use std::collections::{HashMap, HashSet};
+
+use daicho_core::dag::{DagError, NewDeps, check_new_deps};
+use daicho_core::edit::{TaskEdit, changed_fields};
+use daicho_core::merge::{incoming_keys, merge_plan_with_keys};
+use daicho_core::policy::{FailurePolicy, RunCounts, idempotency_key};
+use daicho_core::{Actor, Status, Task, TaskId};
+use daicho_store::{
+    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, ReadySet, Result,
+    RunEnd, RunRecord, SkippedItem, Store, StoreError, UnknownDeps, UpsertReport,
+};
+use deadpool_postgres::{Pool, Transaction};
+use jiff::Timestamp;
+use tokio_postgres::types::ToSql;
+
+use crate::rows::{COLUMNS, micros, read_task};
+
+/// The advisory lock that serializes structural writes.
+const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
+
+/// Wraps a PostgreSQL error as a store error. Connection details (and so passwords) are never
+/// part of these messages.
+pub(crate) fn backend(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(error.to_string())
+}
+
+/// A ledger in a PostgreSQL database.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").finish_non_exhaustive()
+    }
+}
+
+/// A connection URL with its password replaced by `***`, for logs and messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!("{}{}:***{}", &url[..scheme + 3], &userinfo[..colon], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user:password@host:port/db`) and brings the schema up to
+    /// date (migrating once even when many processes start together).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`] when the URL is invalid, the server cannot be reached, or the
+    /// migration fails.
+    pub async fn open(url: &str) -> Result<PgStore> {
+        Ok(PgStore::open_reporting(url).await?.0)
+    }
+
+    /// [`PgStore::open`], also saying how many migrations this call applied.
+    ///
+    /// # Errors
+    ///
+    /// As [`PgStore::open`].
+    pub async fn open_reporting(url: &str) -> Result<(PgStore, usize)> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::Backend(format!("bad PostgreSQL URL {}: {e}", redact(url))))?;
+        let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+        let pool = Pool::builder(manager).max_size(8).build().map_err(backend)?;
+        let store = PgStore { pool };
+        let mut client = store.client().await?;
+        let applied = schema::migrate(&mut client).await?;
+        Ok((store, applied))
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(|e| StoreError::Backend(format!("cannot connect to PostgreSQL: {e}")))
+    }
+}
+
+/// Runs `$body` in one transaction bound to `$tx`; with `lock`, under the write lock.
+macro_rules! in_tx {
+    ($self:ident, lock, |$tx:ident| $body:expr) => {{
+        let mut client = $self.client().await?;
+        let $tx = client.transaction().await.map_err(backend)?;
+        $tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).await.map_err(backend)?;
+        let out = $body;
+        $tx.commit().await.map_err(backend)?;
+        Ok(out)
+    }};
+    ($self:ident, |$tx:ident| $body:expr) => {{
+        let mut client = $self.client().await?;
+        let $tx = client.transaction().await.map_err(backend)?;
+        let out = $body;
+        $tx.commit().await.map_err(backend)?;
+        Ok(out)
+    }};
+}
+
+const READY_WHERE: &str =
+    "status = 'pending' AND unmet_deps = 0 AND (not_before IS NULL OR not_before <= $1)";
+const READY_ORDER: &str = "ORDER BY priority DESC, num";
+
+impl Store for PgStore {
+    async fn upsert(&self, batch: Batch) -> Result<UpsertReport> {
+        in_tx!(self, lock, |tx| upsert_in(&tx, &batch).await?)
+    }
+
+    async fn get(&self, id: TaskId) -> Result<Option<Task>> {
+        in_tx!(self, |tx| rows::get_task(&tx, id).await?)
+    }
+
+    async fn list(&self, filter: ListFilter) -> Result<Vec<Task>> {
+        in_tx!(self, |tx| list_in(&tx, &filter).await?)
+    }
+
+    async fn ready(&self, now: Timestamp, limit: usize) -> Result<ReadySet> {
+        in_tx!(self, |tx| {
+            let now = micros(now);
+            let total: i64 = tx
+                .query_one(&format!("SELECT count(*) FROM task WHERE {READY_WHERE}"), &[&now])
+                .await
+                .map_err(backend)?
+                .get(0);
+            let rows = tx
+                .query(
+                    &format!("SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT $2"),
+                    &[&now, &(limit as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            ReadySet { tasks: rows.iter().map(read_task).collect::<Result<_>>()?, total: total as usize }
+        })
+    }
+
+    async fn edit(&self, id: TaskId, edit: TaskEdit, actor: Actor, now: Timestamp) -> Result<Task> {
+        in_tx!(self, lock, |tx| edit_in(&tx, id, &edit, &actor, now).await?)
+    }
+
+    async fn journal(&self, id: TaskId) -> Result<Vec<JournalEntry>> {
+        in_tx!(self, |tx| {
+            let rows = tx
+                .query(
+                    "SELECT seq, at, task_id, actor, kind, before, after FROM journal WHERE task = $1 ORDER BY seq",
+                    &[&(id.num() as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            let mut entries = Vec::with_capacity(rows.len());
+            for r in rows {
+                let seq: i64 = r.get(0);
+                let corrupt = |what: &str| StoreError::Backend(format!("journal entry {seq}: bad {what}"));
+                let task: String = r.get(2);
+                entries.push(JournalEntry {
+                    seq,
+                    at: Timestamp::from_microsecond(r.get(1)).map_err(|_| corrupt("time"))?,
+                    task: TaskId::parse(&task).ok_or_else(|| corrupt("task id"))?,
+                    actor: r.get(3),
+                    kind: r.get(4),
+                    before: serde_json::from_str(r.get(5)).map_err(|_| corrupt("before"))?,
+                    after: serde_json::from_str(r.get(6)).map_err(|_| corrupt("after"))?,
+                });
+            }
+            entries
+        })
+    }
+
+    async fn claim(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
+        in_tx!(self, |tx| claim_in(&tx, &request).await?)
+    }
+
+    async fn claim_many(&self, requests: Vec<ClaimRequest>) -> Result<Vec<ClaimOutcome>> {
+        in_tx!(self, |tx| {
+            let mut out = Vec::with_capacity(requests.len());
+            for request in &requests {
+                out.push(claim_in(&tx, request).await?);
+            }
+            out
+        })
+    }
+
+    async fn finish_many(&self, finishes: Vec<Finish>) -> Result<Vec<Result<Task>>> {
+        in_tx!(self, lock, |tx| {
+            let mut out = Vec::with_capacity(finishes.len());
+            for finish in &finishes {
+                match finish_in(&tx, finish).await {
+                    Err(StoreError::Backend(e)) => return Err(StoreError::Backend(e)),
+                    other => out.push(other),
+                }
+            }
+            out
+        })
+    }
+
+    async fn heartbeat(&self, id: TaskId, attempt: u32, worker: &str, until: Timestamp) -> Result<()> {
+        let worker = worker.to_owned();
+        in_tx!(self, |tx| {
+            let changed = tx
+                .execute(
+                    "UPDATE task SET lease_expires_at = $4 WHERE num = $1 AND attempt = $2 AND lease_owner = $3 \
+                     AND status = 'running'",
+                    &[&(id.num() as i64), &(attempt as i32), &worker, &micros(until)],
+                )
+                .await
+                .map_err(backend)?;
+            if changed == 0 {
+                return Err(StoreError::LeaseLost { id, attempt });
+            }
+        })
+    }
+
+    async fn finish(&self, finish: Finish) -> Result<Task> {
+        in_tx!(self, lock, |tx| finish_in(&tx, &finish).await?)
+    }
+
+    async fn expire_leases(&self, now: Timestamp, policy: FailurePolicy) -> Result<Vec<(TaskId, Status)>> {
+        in_tx!(self, lock, |tx| expire_in(&tx, now, policy).await?)
+    }
+
+    async fn set_paused(&self, reason: Option<String>, actor: Actor, now: Timestamp) -> Result<()> {
+        in_tx!(self, lock, |tx| {
+            let before = paused_in(&tx).await?;
+            match &reason {
+                Some(reason) => tx
+                    .execute(
+                        "INSERT INTO setting (name, value) VALUES ('paused', $1) \
+                         ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+                        &[reason],
+                    )
+                    .await
+                    .map_err(backend)?,
+                None => {
+                    tx.execute("DELETE FROM setting WHERE name = 'paused'", &[]).await.map_err(backend)?
+                }
+            };
+            if before != reason {
+                let kind = if reason.is_some() { "pause" } else { "resume" };
+                let b = serde_json::json!({ "paused": before }).to_string();
+                let a = serde_json::json!({ "paused": reason }).to_string();
+                journal(&tx, now, 0, "ledger", &actor.to_string(), kind, &b, &a).await?;
+            }
+        })
+    }
+
+    async fn paused(&self) -> Result<Option<String>> {
+        in_tx!(self, |tx| paused_in(&tx).await?)
+    }
+
+    async fn run_counts(&self, since: Timestamp) -> Result<RunCounts> {
+        in_tx!(self, |tx| {
+            let rows = tx
+                .query(
+                    "SELECT action, count(*) FROM run WHERE started >= $1 GROUP BY action",
+                    &[&micros(since)],
+                )
+                .await
+                .map_err(backend)?;
+            let mut counts = RunCounts::default();
+            for r in rows {
+                let n: i64 = r.get(1);
+                counts.total += n as u32;
+                counts.by_action.insert(r.get(0), n as u32);
+            }
+            counts
+        })
+    }
+
+    async fn stats(&self, since: Timestamp) -> Result<Vec<ActionStats>> {
+        in_tx!(self, |tx| {
+            let rows = tx
+                .query(
+                    "SELECT action, count(*), count(*) FILTER (WHERE outcome = 'success'), \
+                     count(*) FILTER (WHERE outcome IN ('failure', 'timeout', 'lost')), \
+                     count(*) FILTER (WHERE outcome = 'running'), coalesce(sum(tokens_in), 0)::BIGINT, \
+                     coalesce(sum(tokens_out), 0)::BIGINT FROM run WHERE started >= $1 GROUP BY action ORDER BY action",
+                    &[&micros(since)],
+                )
+                .await
+                .map_err(backend)?;
+            rows.iter()
+                .map(|r| ActionStats {
+                    action: r.get(0),
+                    runs: r.get::<_, i64>(1) as u64,
+                    successes: r.get::<_, i64>(2) as u64,
+                    failures: r.get::<_, i64>(3) as u64,
+                    running: r.get::<_, i64>(4) as u64,
+                    tokens_in: r.get::<_, i64>(5) as u64,
+                    tokens_out: r.get::<_, i64>(6) as u64,
+                })
+                .collect()
+        })
+    }
+
+    async fn runs(&self, id: TaskId) -> Result<Vec<RunRecord>> {
+        in_tx!(self, |tx| {
+            let rows = tx
+                .query(
+                    "SELECT attempt, worker, action, started, finished, outcome, error, tokens_in, tokens_out, \
+                     idempotency_key, note FROM run WHERE task = $1 ORDER BY attempt",
+                    &[&(id.num() as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            let time = |v: i64| Timestamp::from_microsecond(v).map_err(backend);
+            let mut out = Vec::with_capacity(rows.len());
+            for r in rows {
+                out.push(RunRecord {
+                    task: id,
+                    attempt: r.get::<_, i32>(0) as u32,
+                    worker: r.get(1),
+                    action: r.get(2),
+                    started: time(r.get(3))?,
+                    finished: r.get::<_, Option<i64>>(4).map(time).transpose()?,
+                    outcome: r.get(5),
+                    error: r.get(6),
+                    tokens_in: r.get::<_, Option<i64>>(7).map(|t| t as u64),
+                    tokens_out: r.get::<_, Option<i64>>(8).map(|t| t as u64),
+                    idempotency_key: r.get(9),
+                    note: r.get(10),
+                });
+            }
+            out
+        })
+    }
+
+    async fn note_run(&self, id: TaskId, attempt: u32, note: String) -> Result<()> {
+        in_tx!(self, |tx| {
+            tx.execute(
+                "UPDATE run SET note = CASE WHEN note = '' THEN $3 ELSE note || chr(10) || $3 END \
+                 WHERE task = $1 AND attempt = $2",
+                &[&(id.num() as i64), &(attempt as i32), &note],
+            )
+            .await
+            .map_err(backend)?;
+        })
+    }
+
+    async fn queue_approvals(&self, ids: Vec<TaskId>, now: Timestamp) -> Result<Vec<TaskId>> {
+        in_tx!(self, |tx| {
+            let mut queued = Vec::new();
+            for id in &ids {
+                let n = tx
+                    .execute(
+                        "INSERT INTO approval (task, queued_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        &[&(id.num() as i64), &micros(now)],
+                    )
+                    .await
+                    .map_err(backend)?;
+                if n > 0 {
+                    queued.push(*id);
+                }
+            }
+            queued
+        })
+    }
+
+    async fn approvals(&self) -> Result<Vec<(TaskId, Timestamp)>> {
+        in_tx!(self, |tx| {
+            let rows = tx
+                .query(
+                    "SELECT a.task, t.id_width, a.queued_at FROM approval a JOIN task t ON t.num = a.task \
+                     WHERE a.decided_at IS NULL AND t.status = 'pending' ORDER BY a.queued_at, a.task",
+                    &[],
+                )
+                .await
+                .map_err(backend)?;
+            let mut out = Vec::new();
+            for r in rows {
+                let id = TaskId::with_width(r.get::<_, i64>(0) as u64, r.get::<_, i32>(1) as u8);
+                out.push((id, Timestamp::from_microsecond(r.get(2)).map_err(backend)?));
+            }
+            out
+        })
+    }
+
+    async fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> Result<Task> {
+        in_tx!(self, lock, |tx| {
+            let before = rows::get_task(&tx, id).await?.ok_or(StoreError::NotFound(id))?;
+            if before.status != Status::Pending {
+                return Err(StoreError::Conflict(format!(
+                    "{id} is {}; only a pending task can be approved",
+                    before.status
+                )));
+            }
+            let mut after = before.clone();
+            after.run = true;
+            after.updated_at = now;
+            if after != before {
+                rows::update_task(&tx, &after).await?;
+            }
+            tx.execute(
+                "INSERT INTO approval (task, queued_at, decided_at, decided_by) VALUES ($1, $2, $2, $3) \
+                 ON CONFLICT (task) DO UPDATE SET decided_at = EXCLUDED.decided_at, decided_by = EXCLUDED.decided_by",
+                &[&(id.num() as i64), &micros(now), &actor.to_string()],
+            )
+            .await
+            .map_err(backend)?;
+            journal_change(&tx, now, &before, &after, &actor.to_string(), "approve").await?;
+            rows::get_task(&tx, id).await?.ok_or(StoreError::NotFound(id))?
+        })
+    }
+}
+
+async fn paused_in(tx: &Transaction<'_>) -> Result<Option<String>> {
+    Ok(tx
+        .query_opt("SELECT value FROM setting WHERE name = 'paused'", &[])
+        .await
+        .map_err(backend)?
+        .map(|r| r.get(0)))
+}
+
+#[allow(clippy::too_many_arguments, reason = "one column each")]
+async fn journal(
+    tx: &Transaction<'_>,
+    at: Timestamp,
+    task: i64,
+    task_id: &str,
+    actor: &str,
+    kind: &str,
+    before: &str,
+    after: &str,
+) -> Result<()> {
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO journal (at, task, task_id, actor, kind, before, after) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .await
+        .map_err(backend)?;
+    tx.execute(&stmt, &[&micros(at), &task, &task_id, &actor, &kind, &before, &after])
+        .await
+        .map_err(backend)?;
+    Ok(())
+}
+
+async fn journal_change(
+    tx: &Transaction<'_>,
+    at: Timestamp,
+    before: &Task,
+    after: &Task,
+    actor: &str,
+    kind: &str,
+) -> Result<()> {
+    let (b, a) = changed_fields(before, after);
+    let b = serde_json::to_string(&b).map_err(backend)?;
+    let a = serde_json::to_string(&a).map_err(backend)?;
+    journal(tx, at, after.id.num() as i64, &after.id.to_string(), actor, kind, &b, &a).await
+}
+
+async fn list_in(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Vec<Task>> {
+    let mut sql = format!("SELECT {COLUMNS} FROM task WHERE true");
+    let mut args: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+    if let Some(project) = &filter.project {
+        args.push(Box::new(project.clone()));
+        sql.push_str(&format!(" AND project = ${}", args.len()));
+    }
+    if !filter.statuses.is_empty() {
+        let names: Vec<String> = filter.statuses.iter().map(|s| s.as_str().to_owned()).collect();
+        args.push(Box::new(names));
+        sql.push_str(&format!(" AND status = ANY(${})", args.len()));
+    }
+    if let Some(source) = &filter.source {
+        args.push(Box::new(format!("{}|", source.trim())));
+        args.push(Box::new(format!("{}}}", source.trim())));
+        args.push(Box::new(source.clone()));
+        let n = args.len();
+        sql.push_str(&format!(" AND key >= ${} AND key < ${} AND source = ${n}", n - 2, n - 1));
+    }
+    if let Some(tag) = &filter.tag {
+        args.push(Box::new(format!("%,{},%", tag.trim().to_lowercase())));
+        sql.push_str(&format!(" AND (',' || tags || ',') LIKE ${}", args.len()));
+    }
+    sql.push_str(" ORDER BY num");
+    if let Some(limit) = filter.limit {
+        sql.push_str(&format!(" LIMIT {limit}"));
+    }
+    let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
+    let rows = tx.query(&sql, &params).await.map_err(backend)?;
+    rows.iter().map(read_task).collect()
+}
+
+/// The deps of the ledger rows reachable from `changes` (or only whether the rows exist, with
+/// `leaf`), loaded level by level, then the pure DAG check over them.
+async fn check_deps(
+    tx: &Transaction<'_>,
+    changes: &[NewDeps],
+    refuse_unknown: bool,
+    leaf: bool,
+) -> Result<std::result::Result<(), DagError>> {
+    let overlay: HashSet<TaskId> = changes.iter().map(|c| c.task).collect();
+    let mut known: HashMap<TaskId, Vec<TaskId>> = HashMap::new();
+    let mut missing: HashSet<TaskId> = HashSet::new();
+    let mut frontier: Vec<i64> = changes
+        .iter()
+        .flat_map(|c| c.deps.iter())
+        .filter(|d| !overlay.contains(d))
+        .map(|d| d.num() as i64)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    while !frontier.is_empty() {
+        let rows = tx
+            .query("SELECT num, deps FROM task WHERE num = ANY($1)", &[&frontier])
+            .await
+            .map_err(backend)?;
+        let mut found: HashSet<i64> = HashSet::new();
+        let mut next: HashSet<i64> = HashSet::new();
+        for r in rows {
+            let num: i64 = r.get(0);
+            found.insert(num);
+            let deps = if leaf { Vec::new() } else { rows::parse_deps(r.get(1)) };
+            for d in &deps {
+                if !overlay.contains(d) && !known.contains_key(d) && !missing.contains(d) {
+                    next.insert(d.num() as i64);
+                }
+            }
+            known.insert(TaskId::new(num as u64), deps);
+        }
+        for num in &frontier {
+            if !found.contains(num) {
+                missing.insert(TaskId::new(*num as u64));
+            }
+        }
+        next.retain(|n| !found.contains(n));
+        frontier = next.into_iter().filter(|n| !known.contains_key(&TaskId::new(*n as u64))).collect();
+    }
+    Ok(check_new_deps(changes, refuse_unknown, |id| known.get(&id).cloned()))
+}
+
+/// Whether some ledger row waits for one of `ids`.
+async fn anyone_waits_for(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<bool> {
+    if ids.is_empty() {
+        return Ok(false);
+    }
+    let nums: Vec<i64> = ids.iter().map(|i| i.num() as i64).collect();
+    let row = tx
+        .query_one("SELECT EXISTS (SELECT 1 FROM task_dep WHERE dep = ANY($1))", &[&nums])
+        .await
+        .map_err(backend)?;
+    Ok(row.get(0))
+}
+
+async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
+    let keys = incoming_keys(&batch.items);
+    let wanted_keys: Vec<&str> =
+        keys.iter().flatten().map(String::as_str).collect::<HashSet<_>>().into_iter().collect();
+    let wanted_ids: Vec<i64> = batch
+        .items
+        .iter()
+        .filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse))
+        .map(|id| id.num() as i64)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let rows = tx
+        .query(
+            &format!("SELECT {COLUMNS} FROM task WHERE key = ANY($1) OR num = ANY($2)"),
+            &[&wanted_keys, &wanted_ids],
+        )
+        .await
+        .map_err(backend)?;
+    let existing: Vec<Task> = rows.iter().map(read_task).collect::<Result<_>>()?;
+    let next_id: i64 =
+        tx.query_one("SELECT value FROM meta WHERE name = 'next_id'", &[]).await.map_err(backend)?.get(0);
+    let plan = merge_plan_with_keys(&existing, &batch.items, &keys, batch.now, next_id as u64);
+    if let Some(unresolved) = plan.unresolved.first() {
+        return Err(batch.error_at(
+            Some(unresolved.index),
+            format!(
+                "depends on '{}', which names no task of this input and is not a task id",
+                unresolved.reference
+            ),
+        ));
+    }
+    let mut changes: Vec<NewDeps> = plan
+        .add
+        .iter()
+        .map(|a| NewDeps { task: a.task.id, deps: a.task.deps.clone(), origin: Some(a.index) })
+        .collect();
+    changes.extend(plan.patch.iter().filter_map(|p| {
+        p.fields.deps.as_ref().map(|deps| NewDeps { task: p.id, deps: deps.clone(), origin: Some(p.index) })
+    }));
+    let added: Vec<TaskId> = plan.add.iter().map(|a| a.task.id).collect();
+    let leaf = plan.patch.iter().all(|p| p.fields.deps.is_none()) && !anyone_waits_for(tx, &added).await?;
+    check_deps(tx, &changes, batch.unknown_deps == UnknownDeps::Refuse, leaf)
+        .await?
+        .map_err(|e| batch.dag_error(e))?;
+
+    let actor = batch.actor.to_string();
+    let mut report = UpsertReport::default();
+    for addition in plan.add.iter().filter(|a| a.task.status.satisfies_deps()) {
+        rows::shift_dependents(tx, addition.task.id, -1).await?;
+    }
+    let added_status: HashMap<TaskId, Status> = plan.add.iter().map(|a| (a.task.id, a.task.status)).collect();
+    for addition in &plan.add {
+        let task = &addition.task;
+        let mut unmet = 0;
+        for dep in &task.deps {
+            let status = match added_status.get(dep) {
+                Some(status) => Some(*status),
+                None => rows::status_of(tx, *dep).await?,
+            };
+            if !status.is_some_and(Status::satisfies_deps) {
+                unmet += 1;
+            }
+        }
+        rows::insert_task(tx, task, unmet).await?;
+        rows::insert_deps(tx, task.id, &task.deps).await?;
+        let row = serde_json::to_string(task).map_err(backend)?;
+        journal(tx, batch.now, task.id.num() as i64, &task.id.to_string(), &actor, "add", "{}", &row).await?;
+        report.added.push(task.id);
+    }
+    let by_id: HashMap<TaskId, &Task> = existing.iter().map(|t| (t.id, t)).collect();
+    for patch in &plan.patch {
+        let before = by_id[&patch.id];
+        let mut after = before.clone();
+        patch.fields.apply_to(&mut after);
+        after.updated_at = batch.now;
+        rows::update_task(tx, &after).await?;
+        if patch.fields.deps.is_some() {
+            rows::replace_deps(tx, after.id, &after.deps).await?;
+            rows::recount_unmet(tx, after.id).await?;
+        }
+        journal_change(tx, batch.now, before, &after, &actor, "patch").await?;
+        report.updated.push(after.id);
+    }
+    tx.execute(
+        "UPDATE meta SET value = $1 WHERE name = 'next_id'",
+        &[&(plan.next_id.max(next_id as u64) as i64)],
+    )
+    .await
+    .map_err(backend)?;
+    report.skipped = plan
+        .skip
+        .iter()
+        .map(|s| SkippedItem { line: s.line, title: s.title.clone(), id: s.id, reason: s.reason.to_string() })
+        .collect();
+    Ok(report)
+}
+
+async fn edit_in(
+    tx: &Transaction<'_>,
+    id: TaskId,
+    edit: &TaskEdit,
+    actor: &Actor,
+    now: Timestamp,
+) -> Result<Task> {
+    let before = rows::get_task(tx, id).await?.ok_or(StoreError::NotFound(id))?;
+    let after = edit.apply(&before, now);
+    if after == before {
+        return Ok(before);
+    }
+    let deps_changed = after.deps != before.deps;
+    if deps_changed {
+        let change = NewDeps { task: id, deps: after.deps.clone(), origin: None };
+        check_deps(tx, &[change], true, false).await??;
+    }
+    rows::update_task(tx, &after).await?;
+    if before.status.satisfies_deps() != after.status.satisfies_deps() {
+        let delta = if after.status.satisfies_deps() { -1 } else { 1 };
+        rows::shift_dependents(tx, id, delta).await?;
+    }
+    if deps_changed {
+        rows::replace_deps(tx, id, &after.deps).await?;
+        rows::recount_unmet(tx, id).await?;
+    }
+    journal_change(tx, now, &before, &after, &actor.to_string(), "edit").await?;
+    rows::get_task(tx, id).await?.ok_or(StoreError::NotFound(id))
+}
+
+async fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<ClaimOutcome> {
+    if let Some(reason) = paused_in(tx).await? {
+        return Ok(ClaimOutcome::Paused(reason));
+    }
+    let Some(before) = rows::get_task(tx, req.id).await? else {
+        return Ok(ClaimOutcome::NotClaimable);
+    };
+    let now = micros(req.now);
+    let stmt = tx
+        .prepare_cached(
+            "UPDATE task SET status = 'running', run = false, run_at = $2, attempt = attempt + 1, \
+             lease_owner = $3, lease_expires_at = $4, updated_at = $2 \
+             WHERE num = $1 AND status = 'pending' AND unmet_deps = 0 \
+             AND (not_before IS NULL OR not_before <= $2) AND (NOT $5 OR run)",
+        )
+        .await
+        .map_err(backend)?;
+    let changed = tx
+        .execute(
+            &stmt,
+            &[&(req.id.num() as i64), &now, &req.worker, &micros(req.now + req.lease), &req.require_run],
+        )
+        .await
+        .map_err(backend)?;
+    if changed == 0 {
+        return Ok(ClaimOutcome::NotClaimable);
+    }
+    let after = rows::get_task(tx, req.id).await?.ok_or(StoreError::NotFound(req.id))?;
+    tx.execute(
+        "INSERT INTO run (task, attempt, worker, action, started, idempotency_key) VALUES ($1, $2, $3, $4, $5, $6)",
+        &[
+            &(req.id.num() as i64),
+            &(after.attempt as i32),
+            &req.worker,
+            &req.action,
+            &now,
+            &idempotency_key(req.id, after.attempt),
+        ],
+    )
+    .await
+    .map_err(backend)?;
+    journal_change(tx, req.now, &before, &after, &Actor::Worker(req.worker.clone()).to_string(), "claim")
+        .await?;
+    Ok(ClaimOutcome::Claimed(Box::new(after)))
+}
+
+async fn write_end(
+    tx: &Transaction<'_>,
+    before: &Task,
+    after: &Task,
+    actor: &str,
+    kind: &str,
+    error: Option<&str>,
+) -> Result<()> {
+    tx.execute(
+        "UPDATE task SET status = $2, result = $3, failures = $4, lease_owner = NULL, lease_expires_at = NULL, \
+         updated_at = $5 WHERE num = $1",
+        &[&(after.id.num() as i64), &after.status.as_str(), &after.result, &(after.failures as i32), &micros(after.updated_at)],
+    )
+    .await
+    .map_err(backend)?;
+    if after.status.satisfies_deps() {
+        rows::shift_dependents(tx, after.id, -1).await?;
+    }
+    let (b, mut a) = changed_fields(before, after);
+    if let Some(error) = error {
+        a.insert("error".into(), error.into());
+    }
+    let b = serde_json::to_string(&b).map_err(backend)?;
+    let a = serde_json::to_string(&a).map_err(backend)?;
+    journal(tx, after.updated_at, after.id.num() as i64, &after.id.to_string(), actor, kind, &b, &a).await
+}
+
+async fn close_run(
+    tx: &Transaction<'_>,
+    task: &Task,
+    attempt: u32,
+    now: Timestamp,
+    outcome: &str,
+    error: &str,
+    tokens: (Option<u64>, Option<u64>),
+) -> Result<()> {
+    tx.execute(
+        "UPDATE run SET finished = $3, outcome = $4, error = $5, tokens_in = $6, tokens_out = $7 \
+         WHERE task = $1 AND attempt = $2",
+        &[
+            &(task.id.num() as i64),
+            &(attempt as i32),
+            &micros(now),
+            &outcome,
+            &error,
+            &tokens.0.map(|t| t as i64),
+            &tokens.1.map(|t| t as i64),
+        ],
+    )
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
+async fn finish_in(tx: &Transaction<'_>, finish: &Finish) -> Result<Task> {
+    let before = rows::get_task(tx, finish.id).await?.ok_or(StoreError::NotFound(finish.id))?;
+    let owned = before.lease.as_ref().is_some_and(|l| l.owner == finish.worker);
+    if before.status != Status::Running || before.attempt != finish.attempt || !owned {
+        return Err(StoreError::LeaseLost { id: finish.id, attempt: finish.attempt });
+    }
+    let mut after = before.clone();
+    after.lease = None;
+    after.updated_at = finish.now;
+    let actor = Actor::Worker(finish.worker.clone()).to_string();
+    match &finish.end {
+        RunEnd::Success { result, status, tokens_in, tokens_out } => {
+            after.status = *status;
+            after.result = result.clone();
+            write_end(tx, &before, &after, &actor, "finish", None).await?;
+            close_run(tx, &after, finish.attempt, finish.now, "success", "", (*tokens_in, *tokens_out))
+                .await?;
+        }
+        RunEnd::Failure { error, timeout } => {
+            let (failures, status) = finish.policy.after_failure(before.failures);
+            after.failures = failures;
+            after.status = status;
+            write_end(tx, &before, &after, &actor, "fail", Some(error)).await?;
+            let outcome = if *timeout { "timeout" } else { "failure" };
+            close_run(tx, &after, finish.attempt, finish.now, outcome, error, (None, None)).await?;
+        }
+    }
+    rows::get_task(tx, finish.id).await?.ok_or(StoreError::NotFound(finish.id))
+}
+
+async fn expire_in(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    policy: FailurePolicy,
+) -> Result<Vec<(TaskId, Status)>> {
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM task WHERE status = 'running' \
+                 AND (lease_expires_at IS NULL OR lease_expires_at <= $1) FOR UPDATE"
+            ),
+            &[&micros(now)],
+        )
+        .await
+        .map_err(backend)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let before = read_task(row)?;
+        let error = match &before.lease {
+            Some(lease) => format!("lost run: the lease of {} expired at {}", lease.owner, lease.expires_at),
+            None => "lost run: running without a lease".to_owned(),
+        };
+        let mut after = before.clone();
+        let (failures, status) = policy.after_failure(before.failures);
+        after.failures = failures;
+        after.status = status;
+        after.lease = None;
+        after.updated_at = now;
+        write_end(tx, &before, &after, &Actor::System.to_string(), "lost", Some(&error)).await?;
+        close_run(tx, &after, before.attempt, now, "lost", &error, (None, None)).await?;
+        tracing::warn!(task = %before.id, attempt = before.attempt, "{error}");
+        out.push((before.id, status));
+    }
+    Ok(out)
+}

@@ -1,0 +1,135 @@
+//! The PostgreSQL schema and its migrations, applied under an advisory lock so that many
+//! workers starting together migrate once.
+
+use daicho_store::{Result, StoreError};
+use deadpool_postgres::Client;
+
+use crate::backend;
+
+/// The advisory lock key that serializes migrations ("daicho" in ASCII).
+const MIGRATION_LOCK: i64 = 0x6461_6963_686f;
+
+/// Migrations in order; never edit a released one.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE task (
+    num              BIGINT PRIMARY KEY,
+    id_width         INT     NOT NULL,
+    project          TEXT    NOT NULL DEFAULT '',
+    status           TEXT    NOT NULL,
+    run              BOOLEAN NOT NULL DEFAULT false,
+    title            TEXT    NOT NULL,
+    body             TEXT    NOT NULL DEFAULT '',
+    source           TEXT    NOT NULL DEFAULT '',
+    evidence         TEXT    NOT NULL DEFAULT '',
+    due              TEXT,
+    assignee         TEXT    NOT NULL DEFAULT '',
+    work_type        TEXT    NOT NULL DEFAULT '',
+    priority         BIGINT  NOT NULL DEFAULT 0,
+    not_before       BIGINT,
+    action           TEXT    NOT NULL DEFAULT '',
+    result           TEXT    NOT NULL DEFAULT '',
+    run_at           BIGINT,
+    correction       TEXT    NOT NULL DEFAULT '',
+    deps             TEXT    NOT NULL DEFAULT '',
+    tags             TEXT    NOT NULL DEFAULT '',
+    key              TEXT    COLLATE "C" NOT NULL,
+    failures         INT     NOT NULL DEFAULT 0,
+    refresh          BOOLEAN NOT NULL DEFAULT false,
+    attempt          INT     NOT NULL DEFAULT 0,
+    lease_owner      TEXT,
+    lease_expires_at BIGINT,
+    unmet_deps       INT     NOT NULL DEFAULT 0,
+    created_at       BIGINT  NOT NULL,
+    updated_at       BIGINT  NOT NULL
+);
+CREATE UNIQUE INDEX task_key ON task (key);
+CREATE INDEX task_ready ON task (status, unmet_deps, priority DESC, num) INCLUDE (not_before);
+CREATE INDEX task_project ON task (project, num);
+
+CREATE TABLE task_dep (
+    task BIGINT NOT NULL,
+    dep  BIGINT NOT NULL,
+    PRIMARY KEY (task, dep)
+);
+CREATE INDEX task_dep_reverse ON task_dep (dep, task);
+
+CREATE TABLE journal (
+    seq     BIGSERIAL PRIMARY KEY,
+    at      BIGINT NOT NULL,
+    task    BIGINT NOT NULL,
+    task_id TEXT   NOT NULL,
+    actor   TEXT   NOT NULL,
+    kind    TEXT   NOT NULL,
+    before  TEXT   NOT NULL,
+    after   TEXT   NOT NULL
+);
+CREATE INDEX journal_task ON journal (task, seq);
+
+CREATE TABLE meta (
+    name  TEXT PRIMARY KEY,
+    value BIGINT NOT NULL
+);
+INSERT INTO meta (name, value) VALUES ('next_id', 1);
+
+CREATE TABLE run (
+    task            BIGINT NOT NULL,
+    attempt         INT    NOT NULL,
+    worker          TEXT   NOT NULL,
+    action          TEXT   NOT NULL,
+    started         BIGINT NOT NULL,
+    finished        BIGINT,
+    outcome         TEXT   NOT NULL DEFAULT 'running',
+    error           TEXT   NOT NULL DEFAULT '',
+    tokens_in       BIGINT,
+    tokens_out      BIGINT,
+    idempotency_key TEXT   NOT NULL,
+    note            TEXT   NOT NULL DEFAULT '',
+    PRIMARY KEY (task, attempt)
+);
+CREATE INDEX run_started ON run (started, action);
+
+CREATE TABLE approval (
+    task       BIGINT PRIMARY KEY,
+    queued_at  BIGINT NOT NULL,
+    decided_at BIGINT,
+    decided_by TEXT
+);
+
+CREATE TABLE setting (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"#];
+
+/// Brings the schema up to date. The first process to take the advisory lock migrates; the
+/// others wait for it and then find nothing to do.
+pub(crate) async fn migrate(client: &mut Client) -> Result<usize> {
+    let tx = client.transaction().await.map_err(backend)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(backend)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS daicho_schema (version INT NOT NULL)")
+        .await
+        .map_err(backend)?;
+    let version: i32 = match tx.query_opt("SELECT version FROM daicho_schema", &[]).await.map_err(backend)? {
+        Some(row) => row.get(0),
+        None => {
+            tx.execute("INSERT INTO daicho_schema (version) VALUES (0)", &[]).await.map_err(backend)?;
+            0
+        }
+    };
+    let version = version as usize;
+    if version > MIGRATIONS.len() {
+        return Err(StoreError::Backend(format!(
+            "the ledger has schema version {version}, newer than this daicho knows ({}); upgrade daicho",
+            MIGRATIONS.len()
+        )));
+    }
+    let applied = MIGRATIONS.len() - version;
+    for sql in &MIGRATIONS[version..] {
+        tx.batch_execute(sql).await.map_err(backend)?;
+    }
+    tx.execute("UPDATE daicho_schema SET version = $1", &[&(MIGRATIONS.len() as i32)])
+        .await
+        .map_err(backend)?;
+    tx.commit().await.map_err(backend)?;
+    Ok(applied)
+}

@@ -1,0 +1,122 @@
+//! Integration tests of the PostgreSQL backend: the store contract suite on a real server.
+//!
+//! The server is `DAICHO_TEST_PG` (default `postgres://postgres@127.0.0.1:5432/postgres`). Each
+//! test creates a database with a unique name and drops it afterwards. Without a reachable
+//! server the tests fail, unless `DAICHO_SKIP_PG=1` says to skip them (CI never sets it).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use daicho_postgres::PgStore;
+use daicho_store::contract::Backend;
+
+fn admin_url() -> String {
+    std::env::var("DAICHO_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+fn skip() -> bool {
+    std::env::var("DAICHO_SKIP_PG").is_ok_and(|v| v == "1")
+}
+
+/// A database of its own on the test server, dropped when the backend is dropped.
+struct PgBackend {
+    name: String,
+    url: Option<String>,
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn with_database(url: &str, name: &str) -> String {
+    let base = url.rsplit_once('/').map_or(url, |(base, _)| base);
+    format!("{base}/{name}")
+}
+
+fn admin(sql: String) {
+    // Runs on a thread of its own: also usable from Drop inside a tokio runtime.
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async {
+            let (client, connection) =
+                tokio_postgres::connect(&admin_url(), tokio_postgres::NoTls).await.unwrap_or_else(|e| {
+                    panic!(
+                        "PostgreSQL at {} is not reachable ({e}); set DAICHO_SKIP_PG=1 to skip",
+                        admin_url()
+                    )
+                });
+            let task = tokio::spawn(connection);
+            client.batch_execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+            drop(client);
+            let _ = task.await;
+        });
+    })
+    .join()
+    .expect("admin thread");
+}
+
+impl PgBackend {
+    fn fresh() -> PgBackend {
+        let name = format!("daicho_test_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        if skip() {
+            return PgBackend { name, url: None };
+        }
+        admin(format!("CREATE DATABASE {name}"));
+        PgBackend { url: Some(with_database(&admin_url(), &name)), name }
+    }
+}
+
+impl Drop for PgBackend {
+    fn drop(&mut self) {
+        if self.url.is_some() {
+            admin(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+        }
+    }
+}
+
+impl Backend for PgBackend {
+    type Store = PgStore;
+
+    async fn open(&self) -> PgStore {
+        let url = self.url.as_deref().expect("skipped backends are never opened");
+        PgStore::open(url).await.expect("open the ledger")
+    }
+}
+
+macro_rules! pg_contract_tests {
+    () => {
+        daicho_store::store_contract_tests!({
+            let backend = PgBackend::fresh();
+            if backend.url.is_none() {
+                eprintln!("DAICHO_SKIP_PG=1: skipped");
+                return;
+            }
+            backend
+        });
+    };
+}
+
+pg_contract_tests!();
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_processes_starting_together_migrate_once() {
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let mut handles = Vec::new();
+    for _ in 0..8 {
+        let url = url.clone();
+        handles.push(tokio::spawn(async move { PgStore::open_reporting(&url).await.expect("open").1 }));
+    }
+    let mut applied = Vec::new();
+    for h in handles {
+        applied.push(h.await.expect("task"));
+    }
+    assert_eq!(applied.iter().filter(|&&n| n > 0).count(), 1, "exactly one migrated: {applied:?}");
+}
+
+#[test]
+fn passwords_never_appear_in_messages() {
+    assert_eq!(
+        daicho_postgres::redact("postgres://daicho:s3cret@db:5432/ledger"),
+        "postgres://daicho:***@db:5432/ledger"
+    );
+    assert_eq!(daicho_postgres::redact("postgres://daicho@db/ledger"), "postgres://daicho@db/ledger");
+}
