@@ -74,4 +74,6 @@ pub enum Command {
     Resume(cmd::pause::ResumeArgs),
     /// Runs per action: outcomes and tokens used.
     Stats(cmd::stats::Args),
+    /// Claim and run ready tasks until stopped: add one per machine on a shared PostgreSQL ledger.
+    Worker(cmd::worker::Args),
 }

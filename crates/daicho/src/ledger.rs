@@ -1,9 +1,18 @@
-//! Finding and opening the ledger.
+//! Finding and opening the ledger: a SQLite file (the default) or a PostgreSQL URL.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
+use daicho_core::edit::TaskEdit;
+use daicho_core::policy::{FailurePolicy, RunCounts};
+use daicho_core::{Actor, Status, Task, TaskId};
+use daicho_postgres::PgStore;
 use daicho_sqlite::{SqliteOptions, SqliteStore};
+use daicho_store::{
+    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, ReadySet, Result,
+    RunRecord, Store, UpsertReport,
+};
+use jiff::Timestamp;
 
 /// The default ledger, relative to the current directory.
 pub const DEFAULT_DB: &str = ".daicho/ledger.db";
@@ -13,28 +22,45 @@ pub fn path(db: Option<&Path>) -> PathBuf {
     db.map(Path::to_owned).unwrap_or_else(|| PathBuf::from(DEFAULT_DB))
 }
 
-fn refuse_urls(path: &Path) -> anyhow::Result<()> {
+/// The PostgreSQL URL `--db` names, if it names one.
+fn postgres_url(path: &Path) -> Option<String> {
     let text = path.to_string_lossy();
-    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-        bail!("this daicho has no PostgreSQL backend yet; use a SQLite file path for --db");
-    }
-    Ok(())
+    (text.starts_with("postgres://") || text.starts_with("postgresql://")).then(|| text.into_owned())
 }
 
-/// Opens an existing ledger; a missing file is an error that says how to create it.
-pub async fn open(path: &Path) -> anyhow::Result<SqliteStore> {
-    refuse_urls(path)?;
+/// How the ledger is named in messages: a path, or a URL without its password.
+pub fn display(path: &Path) -> String {
+    match postgres_url(path) {
+        Some(url) => daicho_postgres::redact(&url),
+        None => path.display().to_string(),
+    }
+}
+
+/// Opens an existing ledger; a missing SQLite file is an error that says how to create it. A
+/// PostgreSQL database is migrated if needed.
+pub async fn open(path: &Path) -> anyhow::Result<AnyStore> {
+    if let Some(url) = postgres_url(path) {
+        let store =
+            PgStore::open(&url).await.with_context(|| format!("cannot open the ledger {}", display(path)))?;
+        return Ok(AnyStore::Postgres(store));
+    }
     if !path.exists() {
         bail!("no ledger at {}; run `daicho init` first (or pass --db PATH)", path.display());
     }
-    SqliteStore::open(path, SqliteOptions::default())
+    let store = SqliteStore::open(path, SqliteOptions::default())
         .await
-        .with_context(|| format!("cannot open the ledger {}", path.display()))
+        .with_context(|| format!("cannot open the ledger {}", path.display()))?;
+    Ok(AnyStore::Sqlite(store))
 }
 
 /// Creates the ledger (and its directory) if needed; returns whether it was created.
-pub async fn create(path: &Path) -> anyhow::Result<(SqliteStore, bool)> {
-    refuse_urls(path)?;
+pub async fn create(path: &Path) -> anyhow::Result<(AnyStore, bool)> {
+    if let Some(url) = postgres_url(path) {
+        let (store, applied) = PgStore::open_reporting(&url)
+            .await
+            .with_context(|| format!("cannot open the ledger {}", display(path)))?;
+        return Ok((AnyStore::Postgres(store), applied > 0));
+    }
     let existed = path.exists();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -42,5 +68,89 @@ pub async fn create(path: &Path) -> anyhow::Result<(SqliteStore, bool)> {
     let store = SqliteStore::open(path, SqliteOptions::default())
         .await
         .with_context(|| format!("cannot create the ledger {}", path.display()))?;
-    Ok((store, !existed))
+    Ok((AnyStore::Sqlite(store), !existed))
+}
+
+/// Either backend, behind the one store contract.
+#[derive(Clone, Debug)]
+pub enum AnyStore {
+    /// A SQLite file.
+    Sqlite(SqliteStore),
+    /// A PostgreSQL database.
+    Postgres(PgStore),
+}
+
+macro_rules! delegate {
+    ($self:ident . $method:ident ( $($arg:expr),* )) => {
+        match $self {
+            AnyStore::Sqlite(store) => store.$method($($arg),*).await,
+            AnyStore::Postgres(store) => store.$method($($arg),*).await,
+        }
+    };
+}
+
+impl Store for AnyStore {
+    async fn upsert(&self, batch: Batch) -> Result<UpsertReport> {
+        delegate!(self.upsert(batch))
+    }
+    async fn get(&self, id: TaskId) -> Result<Option<Task>> {
+        delegate!(self.get(id))
+    }
+    async fn list(&self, filter: ListFilter) -> Result<Vec<Task>> {
+        delegate!(self.list(filter))
+    }
+    async fn ready(&self, now: Timestamp, limit: usize) -> Result<ReadySet> {
+        delegate!(self.ready(now, limit))
+    }
+    async fn edit(&self, id: TaskId, edit: TaskEdit, actor: Actor, now: Timestamp) -> Result<Task> {
+        delegate!(self.edit(id, edit, actor, now))
+    }
+    async fn journal(&self, id: TaskId) -> Result<Vec<JournalEntry>> {
+        delegate!(self.journal(id))
+    }
+    async fn claim(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
+        delegate!(self.claim(request))
+    }
+    async fn claim_many(&self, requests: Vec<ClaimRequest>) -> Result<Vec<ClaimOutcome>> {
+        delegate!(self.claim_many(requests))
+    }
+    async fn finish_many(&self, finishes: Vec<Finish>) -> Result<Vec<Result<Task>>> {
+        delegate!(self.finish_many(finishes))
+    }
+    async fn heartbeat(&self, id: TaskId, attempt: u32, worker: &str, until: Timestamp) -> Result<()> {
+        delegate!(self.heartbeat(id, attempt, worker, until))
+    }
+    async fn finish(&self, finish: Finish) -> Result<Task> {
+        delegate!(self.finish(finish))
+    }
+    async fn expire_leases(&self, now: Timestamp, policy: FailurePolicy) -> Result<Vec<(TaskId, Status)>> {
+        delegate!(self.expire_leases(now, policy))
+    }
+    async fn set_paused(&self, reason: Option<String>, actor: Actor, now: Timestamp) -> Result<()> {
+        delegate!(self.set_paused(reason, actor, now))
+    }
+    async fn paused(&self) -> Result<Option<String>> {
+        delegate!(self.paused())
+    }
+    async fn run_counts(&self, since: Timestamp) -> Result<RunCounts> {
+        delegate!(self.run_counts(since))
+    }
+    async fn stats(&self, since: Timestamp) -> Result<Vec<ActionStats>> {
+        delegate!(self.stats(since))
+    }
+    async fn runs(&self, id: TaskId) -> Result<Vec<RunRecord>> {
+        delegate!(self.runs(id))
+    }
+    async fn note_run(&self, id: TaskId, attempt: u32, note: String) -> Result<()> {
+        delegate!(self.note_run(id, attempt, note))
+    }
+    async fn queue_approvals(&self, ids: Vec<TaskId>, now: Timestamp) -> Result<Vec<TaskId>> {
+        delegate!(self.queue_approvals(ids, now))
+    }
+    async fn approvals(&self) -> Result<Vec<(TaskId, Timestamp)>> {
+        delegate!(self.approvals())
+    }
+    async fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> Result<Task> {
+        delegate!(self.approve(id, actor, now))
+    }
 }

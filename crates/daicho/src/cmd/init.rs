@@ -13,11 +13,16 @@ pub struct Args {}
 pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let (_store, created) = crate::ledger::create(&ctx.db).await?;
     if ctx.json {
-        output::print_json(&serde_json::json!({ "db": ctx.db.display().to_string(), "created": created }))?;
+        output::print_json(
+            &serde_json::json!({ "db": crate::ledger::display(&ctx.db), "created": created }),
+        )?;
     } else if created {
-        output::print(&format!("created the ledger {}", ctx.db.display()))?;
+        output::print(&format!("created the ledger {}", crate::ledger::display(&ctx.db)))?;
     } else {
-        output::print(&format!("the ledger {} already exists; nothing changed", ctx.db.display()))?;
+        output::print(&format!(
+            "the ledger {} already exists; nothing changed",
+            crate::ledger::display(&ctx.db)
+        ))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -15,6 +15,7 @@ pub mod set;
 pub mod show;
 pub mod stats;
 pub mod sweep;
+pub mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,7 +65,7 @@ impl Context {
     }
 
     /// The engine over the ledger, with the configuration loaded and checked first.
-    pub async fn engine(&self) -> anyhow::Result<daicho_engine::Engine<daicho_sqlite::SqliteStore>> {
+    pub async fn engine(&self) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
         let config = self.load_config()?;
         let store = crate::ledger::open(&self.db).await?;
         Ok(daicho_engine::Engine::new(std::sync::Arc::new(store), config, Some(self.pause_file())))
@@ -100,5 +101,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pause(args) => pause::pause(args, &ctx).await,
         Command::Resume(args) => pause::resume(args, &ctx).await,
         Command::Stats(args) => stats::run(args, &ctx).await,
+        Command::Worker(args) => worker::run(args, &ctx).await,
     }
 }

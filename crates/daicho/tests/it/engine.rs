@@ -642,3 +642,144 @@ fn s1_s4_heartbeats_keep_a_long_run_from_counting_as_lost() {
     let task = &ledger.tasks()[0];
     assert_eq!((task.failures, task.result.as_str()), (0, "finished"));
 }
+
+/// A fresh PostgreSQL database for one test, dropped afterwards; `None` with DAICHO_SKIP_PG=1.
+struct PgDatabase {
+    name: String,
+    url: String,
+}
+
+fn pg_admin(sql: String) {
+    let admin = std::env::var("DAICHO_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let (client, connection) =
+                tokio_postgres::connect(&admin, tokio_postgres::NoTls).await.unwrap_or_else(|e| {
+                    panic!("PostgreSQL at {admin} is not reachable ({e}); set DAICHO_SKIP_PG=1 to skip")
+                });
+            let task = tokio::spawn(connection);
+            client.batch_execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+            drop(client);
+            let _ = task.await;
+        });
+    })
+    .join()
+    .unwrap();
+}
+
+impl PgDatabase {
+    fn fresh(tag: &str) -> Option<PgDatabase> {
+        if std::env::var("DAICHO_SKIP_PG").is_ok_and(|v| v == "1") {
+            return None;
+        }
+        let name = format!("daicho_it_{tag}_{}", std::process::id());
+        pg_admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        pg_admin(format!("CREATE DATABASE {name}"));
+        let base = std::env::var("DAICHO_TEST_PG")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+        let url = format!("{}/{name}", base.rsplit_once('/').map_or(base.as_str(), |(b, _)| b));
+        Some(PgDatabase { name, url })
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        pg_admin(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+    }
+}
+
+#[test]
+fn i5_workers_and_sweepers_on_postgres_run_each_completion_once_despite_kills() {
+    let Some(db) = PgDatabase::fresh("workers") else { return };
+    let ledger = Ledger::uninitialized();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--db", db.url.as_str()];
+        all.extend_from_slice(args);
+        ledger.run(&all)
+    };
+    run(&["init"]).ok();
+    let pids = ledger.dir.path().join("pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    let script = ledger.script(
+        "step.sh",
+        r#"cat > /dev/null
+echo $$ > "$PIDS/$DAICHO_TASK_ID"
+echo "start $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
+sleep 0.02
+echo "done $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
+rm -f "$PIDS/$DAICHO_TASK_ID"
+"#,
+    );
+    config(
+        &ledger,
+        &format!(
+            "[policy]\nlease = \"1s\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\non_success = \"done\"\n"
+        ),
+    );
+    let n = 300;
+    let tasks: Vec<String> = (1..=n)
+        .map(|i| {
+            let deps = if i > 10 { format!("\"n{}\", \"n{}\"", i - 10, i / 3) } else { String::new() };
+            format!("{{\"id\": \"n{i}\", \"title\": \"node {i}\", \"action\": \"work\", \"tags\": [\"ai\"], \"deps\": [{deps}]}}")
+        })
+        .collect();
+    run(&["import", &ledger.file("dag.json", format!("[{}]", tasks.join(",")))]).ok();
+
+    let spawn = |args: &[&str]| {
+        let mut all = vec!["--db", db.url.as_str()];
+        all.extend_from_slice(args);
+        ledger.command(&all).env("PIDS", &pids).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+    };
+    let mut workers: Vec<_> =
+        (0..3).map(|_| spawn(&["worker", "--concurrency", "2", "--poll", "100ms"])).collect();
+    let mut sweepers: Vec<_> = (0..2).map(|_| spawn(&["sweep", "--role", "auto", "--max", "1000"])).collect();
+    let mut kills = 0;
+    for round in 0..6 {
+        std::thread::sleep(Duration::from_millis(400));
+        let victim = round % workers.len();
+        workers[victim].kill().unwrap();
+        workers[victim].wait().unwrap();
+        kills += 1;
+        // Its executors run on in their own process groups and finish unrecorded: the lost
+        // runs are counted when their leases expire and the tasks run again.
+        workers[victim] = spawn(&["worker", "--concurrency", "2", "--poll", "100ms"]);
+    }
+    // Let the ledger drain, then stop everyone.
+    let started = Instant::now();
+    loop {
+        let tasks: Vec<TaskJson> = run(&["list", "--json", "--status", "open"]).ok().json();
+        if tasks.iter().all(|t| t.status != "pending" && t.status != "running")
+            || started.elapsed() > Duration::from_secs(90)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    for mut w in workers.into_iter().chain(sweepers.drain(..)) {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let tasks: Vec<TaskJson> = run(&["list", "--json"]).ok().json();
+    assert_eq!(tasks.len(), n);
+    assert!(
+        tasks.iter().all(|t| t.status == "done" || t.status == "needs_human"),
+        "every task done or parked"
+    );
+    let lines = ledger.log_lines();
+    let mut lost_runs = 0;
+    for t in &tasks {
+        let final_attempt = if t.status == "done" { t.attempt - 1 } else { t.attempt };
+        assert_eq!(t.failures, final_attempt, "{}: failures equal its lost runs", t.id);
+        lost_runs += t.failures;
+        let done_lines = lines
+            .iter()
+            .filter(|l| l.starts_with("done ") && l.split_whitespace().nth(1) == Some(t.id.as_str()))
+            .count();
+        if t.failures == 0 {
+            assert_eq!(done_lines, 1, "{}: executed once, its first attempt never killed", t.id);
+        }
+    }
+    assert!(lost_runs <= kills * 2, "at most one lost run per running slot of a killed worker: {lost_runs}");
+}
