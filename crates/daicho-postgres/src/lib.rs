@@ -4,7 +4,9 @@
 //! both); only the SQL differs. Writes that change the dependency bookkeeping (`upsert`, `edit`,
 //! `finish`, `expire_leases`, …) take one transaction-scoped advisory lock, so they are
 //! serialized like SQLite's single writer and the `unmet_deps` counters stay exact. Claims and
-//! heartbeats touch one row each and rely on its row lock: two workers never both claim a row.
+//! heartbeats touch one row each: a claim locks its row `FOR UPDATE SKIP LOCKED`, so a worker
+//! never waits behind another claiming the same row (it just gets `NotClaimable`), and two
+//! workers never both claim it.
 //! Instants are stored as integer microseconds, as in SQLite.
 
 mod rows;
@@ -697,8 +699,8 @@ async fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<ClaimOutco
         .prepare_cached(
             "UPDATE task SET status = 'running', run = false, run_at = $2, attempt = attempt + 1, \
              lease_owner = $3, lease_expires_at = $4, updated_at = $2 \
-             WHERE num = $1 AND status = 'pending' AND unmet_deps = 0 \
-             AND (not_before IS NULL OR not_before <= $2) AND (NOT $5 OR run)",
+             WHERE num = (SELECT num FROM task WHERE num = $1 AND status = 'pending' AND unmet_deps = 0 \
+             AND (not_before IS NULL OR not_before <= $2) AND (NOT $5 OR run) FOR UPDATE SKIP LOCKED)",
         )
         .await
         .map_err(backend)?;

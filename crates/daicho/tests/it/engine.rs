@@ -59,7 +59,19 @@ fn kill_group_of(pid_file: &std::path::Path) {
 
 #[test]
 fn d3_seed_002_crash_while_t3_runs_resumes_without_redoing_completions() {
-    let ledger = Ledger::new();
+    seed_002_crash(&Ledger::new());
+}
+
+#[test]
+fn d3_seed_002_crash_resume_on_postgres() {
+    let Some(db) = PgDatabase::fresh("crash") else { return };
+    let mut ledger = Ledger::uninitialized();
+    ledger.db = Some(db.url.clone());
+    ledger.run(&["init"]).ok();
+    seed_002_crash(&ledger);
+}
+
+fn seed_002_crash(ledger: &Ledger) {
     // t3 is slow the first time: the crash lands while it runs.
     let script = ledger.script(
         "step.sh",
@@ -70,7 +82,7 @@ echo "done $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
 "#,
     );
     config(
-        &ledger,
+        ledger,
         &format!(
             "[policy]\nlease = \"1s\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"{script}\"]\ntypes = [\"step\"]\nauto = true\non_success = \"done\"\n"
         ),
@@ -101,7 +113,7 @@ echo "done $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
     assert_eq!(task(&tasks, "T-0003").status, "running", "the claim was persisted before the crash");
 
     std::thread::sleep(Duration::from_millis(1200));
-    let report = sweep(&ledger, "auto", "10");
+    let report = sweep(ledger, "auto", "10");
     assert_eq!(report["lost"][0]["id"], "T-0003", "{report}");
     let lines = ledger.log_lines();
     let starts = count(&lines, "start");

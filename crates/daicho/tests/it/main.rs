@@ -14,6 +14,8 @@ use serde::Deserialize;
 #[derive(Debug)]
 pub struct Ledger {
     pub dir: tempfile::TempDir,
+    /// `--db` for every command (a PostgreSQL URL); the default `.daicho/ledger.db` otherwise.
+    pub db: Option<String>,
 }
 
 /// What one run printed and how it exited.
@@ -59,12 +61,15 @@ impl Ledger {
 
     /// A directory without a ledger.
     pub fn uninitialized() -> Ledger {
-        Ledger { dir: tempfile::tempdir().expect("a temporary directory") }
+        Ledger { dir: tempfile::tempdir().expect("a temporary directory"), db: None }
     }
 
     /// The command, run in the ledger's directory with its default `.daicho/ledger.db`.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_daicho"));
+        if let Some(db) = &self.db {
+            command.args(["--db", db]);
+        }
         command
             .args(args)
             .current_dir(self.dir.path())
