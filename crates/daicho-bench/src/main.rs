@@ -10,6 +10,8 @@
 //!   and 4 workers claiming one task per commit, and a batching worker claiming and finishing up
 //!   to 16 per commit; next to this machine's fsync rate (one durable commit each is the
 //!   physical limit of unbatched work);
+//! - `postgres`: the same claim figures on PostgreSQL with 1, 4 and 16 workers and 4 batching
+//!   workers, next to the server's minimal commit rate, and `ready` latency at 100,000 tasks;
 //! - `ledger`: a SQLite ledger of 100,000 tasks with ~200,000 dep edges, built by `daicho import`;
 //!   then `daicho ready` as a whole process (goal < 50 ms) and `daicho push` of 100,000 new
 //!   items into that ledger (goal < 5 s).
@@ -29,13 +31,15 @@ fn main() {
         "merge" => bench_merge(),
         "ledger" => bench_ledger(),
         "claims" => bench_claims(),
+        "postgres" => bench_postgres(),
         "all" => {
             bench_merge();
             bench_ledger();
             bench_claims();
+            bench_postgres();
         }
         other => {
-            eprintln!("usage: daicho-bench [merge|ledger|claims|all] (got '{other}')");
+            eprintln!("usage: daicho-bench [merge|ledger|claims|postgres|all] (got '{other}')");
             std::process::exit(2);
         }
     }
@@ -240,19 +244,159 @@ fn fsync_rate(dir: &Path) -> f64 {
     rate
 }
 
-fn bench_claims() {
+/// Seeds `n` independent ready tasks, then runs claim → trivial in-process executor → finish
+/// with `workers` workers claiming `batch_size` tasks per commit. Returns the time and commits.
+async fn claims_run<S: daicho_store::Store + 'static>(
+    store: std::sync::Arc<S>,
+    n: usize,
+    workers: usize,
+    batch_size: usize,
+) -> (Duration, usize) {
     use daicho_core::Status;
     use daicho_core::policy::FailurePolicy;
+    use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, UnknownDeps};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let items: Vec<daicho_core::Item> =
+        (0..n).map(|i| daicho_core::Item::new(&format!("job {i}"), "bench")).collect();
+    let batch = Batch {
+        items,
+        actor: daicho_core::Actor::System,
+        now: jiff::Timestamp::now(),
+        file: "bench".into(),
+        unknown_deps: UnknownDeps::Refuse,
+    };
+    store.upsert(batch).await.expect("seed");
+    let commits = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let store = Arc::clone(&store);
+        let commits = Arc::clone(&commits);
+        handles.push(tokio::spawn(async move {
+            let worker = format!("bench-{w}");
+            loop {
+                let now = jiff::Timestamp::now();
+                // A worker reads the ready set once for several claims.
+                let ready = store.ready(now, batch_size * 8).await.expect("ready");
+                if ready.tasks.is_empty() {
+                    return;
+                }
+                // Workers start at different offsets so they rarely race for one row.
+                let offset = (w * batch_size) % ready.tasks.len();
+                let requests: Vec<ClaimRequest> = ready
+                    .tasks
+                    .iter()
+                    .cycle()
+                    .skip(offset)
+                    .take(ready.tasks.len())
+                    .map(|t| ClaimRequest {
+                        id: t.id,
+                        worker: worker.clone(),
+                        action: "noop".into(),
+                        now,
+                        lease: jiff::SignedDuration::from_mins(5),
+                        require_run: false,
+                    })
+                    .collect();
+                // One claim commit per `batch_size` tasks, then one finish commit for them.
+                for chunk in requests.chunks(batch_size) {
+                    let outcomes = store.claim_many(chunk.to_vec()).await.expect("claim");
+                    commits.fetch_add(1, Ordering::Relaxed);
+                    let finishes: Vec<Finish> = outcomes
+                        .into_iter()
+                        .filter_map(|o| match o {
+                            ClaimOutcome::Claimed(t) => Some(Finish {
+                                id: t.id,
+                                attempt: t.attempt,
+                                worker: worker.clone(),
+                                now: jiff::Timestamp::now(),
+                                // The trivial in-process executor.
+                                end: RunEnd::Success {
+                                    result: "ok".into(),
+                                    status: Status::Done,
+                                    tokens_in: None,
+                                    tokens_out: None,
+                                },
+                                policy: FailurePolicy::default(),
+                            }),
+                            _ => None,
+                        })
+                        .collect();
+                    if !finishes.is_empty() {
+                        store.finish_many(finishes).await.expect("finish");
+                        commits.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("worker");
+    }
+    (started.elapsed(), commits.load(Ordering::Relaxed))
+}
+
+fn report_claims(
+    backend: &str,
+    label: &str,
+    batch_size: usize,
+    n: usize,
+    took: Duration,
+    commits: usize,
+    limit: f64,
+) {
+    let tasks_per_s = n as f64 / took.as_secs_f64();
+    let commits_per_s = commits as f64 / took.as_secs_f64();
+    println!(
+        "claims [{backend}]: {label}, {batch_size} per claim: {n} tasks in {} = {tasks_per_s:.0} tasks/s, {commits} commits = {commits_per_s:.0} commits/s ({:.1} tasks per commit pair; commits at {:.2}x the minimal commit rate; tasks/s at {:.2}x it)",
+        ms(took),
+        n as f64 / (commits as f64 / 2.0),
+        commits_per_s / limit,
+        tasks_per_s / limit
+    );
+}
+
+/// `ready` latency in-process on a ledger of `n` tasks: median of 30 calls (limit 50).
+async fn ready_latency<S: daicho_store::Store>(store: &S, n: usize) -> Duration {
+    let items: Vec<daicho_core::Item> = (0..n)
+        .map(|i| {
+            let mut item = daicho_core::Item::new(&format!("ready bench {i}"), "latency");
+            item.priority = (i % 3) as i64;
+            item
+        })
+        .collect();
+    for chunk in items.chunks(10_000) {
+        let batch = daicho_store::Batch {
+            items: chunk.to_vec(),
+            actor: daicho_core::Actor::System,
+            now: jiff::Timestamp::now(),
+            file: "bench".into(),
+            unknown_deps: daicho_store::UnknownDeps::Refuse,
+        };
+        store.upsert(batch).await.expect("seed");
+    }
+    let mut times: Vec<Duration> = Vec::new();
+    for _ in 0..30 {
+        let started = Instant::now();
+        let set = store.ready(jiff::Timestamp::now(), 50).await.expect("ready");
+        times.push(started.elapsed());
+        assert_eq!(set.tasks.len(), 50);
+    }
+    median_of(&mut times).1
+}
+
+fn bench_claims() {
     use daicho_sqlite::{SqliteOptions, SqliteStore};
-    use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, UnknownDeps};
     use std::sync::Arc;
 
     let dir = std::env::temp_dir().join(format!("daicho-bench-claims-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a bench directory");
     let raw = fsync_rate(&dir);
-    let fsync = min_commit_rate(&dir);
+    let limit = min_commit_rate(&dir);
     println!(
-        "fsync: {raw:.0} durable 4 KiB writes/s on this disk; {fsync:.0} minimal durable SQLite commits/s (WAL, FULL): the limit of one commit each"
+        "fsync: {raw:.0} durable 4 KiB writes/s on this disk; {limit:.0} minimal durable SQLite commits/s (WAL, FULL): the limit of one commit each"
     );
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().expect("runtime");
@@ -263,95 +407,64 @@ fn bench_claims() {
         let db = dir.join(format!("claims-{workers}-{batch_size}.db"));
         let (took, commits) = runtime.block_on(async {
             let store = Arc::new(SqliteStore::open(&db, SqliteOptions::default()).await.expect("open"));
-            let items: Vec<daicho_core::Item> =
-                (0..n).map(|i| daicho_core::Item::new(&format!("job {i}"), "bench")).collect();
-            let now = jiff::Timestamp::now();
-            let batch = Batch {
-                items,
-                actor: daicho_core::Actor::System,
-                now,
-                file: "bench".into(),
-                unknown_deps: UnknownDeps::Refuse,
-            };
-            store.upsert(batch).await.expect("seed");
-            let commits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            let started = Instant::now();
-            let mut handles = Vec::new();
-            for w in 0..workers {
-                let store = Arc::clone(&store);
-                let commits = Arc::clone(&commits);
-                handles.push(tokio::spawn(async move {
-                    let worker = format!("bench-{w}");
-                    loop {
-                        let now = jiff::Timestamp::now();
-                        let ready = store.ready(now, batch_size * 8).await.expect("ready");
-                        // A worker reads the ready set once for several claims.
-                        if ready.tasks.is_empty() {
-                            return;
-                        }
-                        // Workers start at different offsets so they rarely race for one row.
-                        let offset = (w * batch_size) % ready.tasks.len();
-                        let requests: Vec<ClaimRequest> = ready
-                            .tasks
-                            .iter()
-                            .cycle()
-                            .skip(offset)
-                            .take(ready.tasks.len())
-                            .map(|t| ClaimRequest {
-                                id: t.id,
-                                worker: worker.clone(),
-                                action: "noop".into(),
-                                now,
-                                lease: jiff::SignedDuration::from_mins(5),
-                                require_run: false,
-                            })
-                            .collect();
-                        // One claim commit per `batch_size` tasks, then one finish commit for them.
-                        for chunk in requests.chunks(batch_size) {
-                            let outcomes = store.claim_many(chunk.to_vec()).await.expect("claim");
-                            commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let finishes: Vec<Finish> = outcomes
-                                .into_iter()
-                                .filter_map(|o| match o {
-                                    ClaimOutcome::Claimed(t) => Some(Finish {
-                                        id: t.id,
-                                        attempt: t.attempt,
-                                        worker: worker.clone(),
-                                        now: jiff::Timestamp::now(),
-                                        // The trivial in-process executor.
-                                        end: RunEnd::Success {
-                                            result: "ok".into(),
-                                            status: Status::Done,
-                                            tokens_in: None,
-                                            tokens_out: None,
-                                        },
-                                        policy: FailurePolicy::default(),
-                                    }),
-                                    _ => None,
-                                })
-                                .collect();
-                            if !finishes.is_empty() {
-                                store.finish_many(finishes).await.expect("finish");
-                                commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            }
-                        }
-                    }
-                }));
-            }
-            for h in handles {
-                h.await.expect("worker");
-            }
-            (started.elapsed(), commits.load(std::sync::atomic::Ordering::Relaxed))
+            claims_run(store, n, workers, batch_size).await
         });
-        let tasks_per_s = n as f64 / took.as_secs_f64();
-        let commits_per_s = commits as f64 / took.as_secs_f64();
-        println!(
-            "claims: {label}, {} per claim: {n} tasks in {} = {tasks_per_s:.0} tasks/s, {commits} commits = {commits_per_s:.0} commits/s ({:.1} tasks per commit pair; commits at {:.2}x the minimal commit rate)",
-            batch_size,
-            ms(took),
-            n as f64 / (commits as f64 / 2.0),
-            commits_per_s / fsync
-        );
+        report_claims("sqlite", label, batch_size, n, took, commits, limit);
     }
+    let latency = runtime.block_on(async {
+        let store = SqliteStore::open(dir.join("latency.db"), SqliteOptions::default()).await.expect("open");
+        ready_latency(&store, 100_000).await
+    });
+    println!("ready [sqlite]: in-process on 100,000 ready tasks: median {} of 30", ms(latency));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same figures on PostgreSQL (`DAICHO_BENCH_PG`, default the local server), each in a
+/// database of its own, dropped afterwards.
+fn bench_postgres() {
+    use daicho_postgres::PgStore;
+    use std::sync::Arc;
+
+    let admin = std::env::var("DAICHO_BENCH_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b).to_owned();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls).await.expect("PostgreSQL reachable");
+        tokio::spawn(connection);
+        let probe = format!("daicho_bench_probe_{}", std::process::id());
+        client.batch_execute(&format!("CREATE DATABASE {probe}")).await.expect("create");
+        let limit = {
+            let (c, conn) = tokio_postgres::connect(&format!("{base}/{probe}"), tokio_postgres::NoTls).await.expect("connect");
+            tokio::spawn(conn);
+            c.batch_execute("CREATE TABLE t (x INT)").await.expect("table");
+            let started = Instant::now();
+            for i in 0..1000 {
+                c.execute("INSERT INTO t VALUES ($1)", &[&i]).await.expect("commit");
+            }
+            1000.0 / started.elapsed().as_secs_f64()
+        };
+        client.batch_execute(&format!("DROP DATABASE {probe} WITH (FORCE)")).await.expect("drop");
+        println!("postgres: {limit:.0} minimal durable commits/s (one INSERT per transaction): the limit of one commit each");
+        let n = 2_000usize;
+        for (label, workers, batch_size) in
+            [("1 worker", 1usize, 1usize), ("4 workers", 4, 1), ("16 workers", 16, 1), ("4 batching workers", 4, 16)]
+        {
+            let name = format!("daicho_bench_{}_{workers}_{batch_size}", std::process::id());
+            client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create");
+            let store = Arc::new(PgStore::open(&format!("{base}/{name}")).await.expect("open"));
+            let (took, commits) = claims_run(Arc::clone(&store), n, workers, batch_size).await;
+            report_claims("postgres", label, batch_size, n, took, commits, limit);
+            drop(store);
+            client.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).await.expect("drop");
+        }
+        let name = format!("daicho_bench_latency_{}", std::process::id());
+        client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create");
+        let store = PgStore::open(&format!("{base}/{name}")).await.expect("open");
+        let latency = ready_latency(&store, 100_000).await;
+        println!("ready [postgres]: in-process on 100,000 ready tasks: median {} of 30", ms(latency));
+        drop(store);
+        client.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).await.expect("drop");
+    });
 }
