@@ -538,24 +538,7 @@ fn c1_c3_the_llm_request_carries_the_correction_only_for_its_own_task() {
 #[test]
 fn d3_s4_a_worker_killed_20_times_never_redoes_a_recorded_completion() {
     let ledger = Ledger::new();
-    let pids = ledger.dir.path().join("pids");
-    std::fs::create_dir_all(&pids).unwrap();
-    let script = ledger.script(
-        "step.sh",
-        r#"cat > /dev/null
-echo $$ > "$PIDS/$DAICHO_TASK_ID"
-echo "start $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
-sleep 0.07
-echo "done $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
-rm -f "$PIDS/$DAICHO_TASK_ID"
-"#,
-    );
-    config(
-        &ledger,
-        &format!(
-            "[policy]\nlease = \"1s\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\non_success = \"done\"\n"
-        ),
-    );
+    let pids = logged_steps(&ledger, "0.07");
     // A 50-task DAG: each waits for its predecessor (mostly) and for the task at half its index.
     let tasks: Vec<String> = (1..=50)
         .map(|i| {
@@ -609,27 +592,7 @@ rm -f "$PIDS/$DAICHO_TASK_ID"
         tasks.iter().all(|t| t.status == "done" || t.status == "needs_human"),
         "every task done or parked: {tasks:?}"
     );
-    let lines = ledger.log_lines();
-    let mut lost_runs = 0;
-    for t in &tasks {
-        // Every attempt that did not end the task was a lost run, counted as one failure (S4).
-        let final_attempt = if t.status == "done" { t.attempt - 1 } else { t.attempt };
-        assert_eq!(t.failures, final_attempt, "{}: failures equal its lost runs", t.id);
-        lost_runs += t.failures;
-        // No run after the one recorded done, and that one executed exactly once (D3).
-        let attempts: Vec<u32> = lines
-            .iter()
-            .filter_map(|l| {
-                let mut p = l.split_whitespace();
-                (p.next() == Some("start") && p.next() == Some(t.id.as_str()))
-                    .then(|| p.next().unwrap().parse().unwrap())
-            })
-            .collect();
-        assert!(attempts.iter().all(|&a| a <= t.attempt), "{}: ran after its completion: {attempts:?}", t.id);
-        if t.status == "done" {
-            assert_eq!(attempts.iter().filter(|&&a| a == t.attempt).count(), 1, "{}: {attempts:?}", t.id);
-        }
-    }
+    let lost_runs = assert_each_completion_ran_once(&tasks, &ledger.log_lines());
     assert!((1..=20).contains(&lost_runs), "the kills hit runs, at most one each: {lost_runs}");
 }
 
@@ -712,24 +675,7 @@ fn i5_workers_and_sweepers_on_postgres_run_each_completion_once_despite_kills() 
         ledger.run(&all)
     };
     run(&["init"]).ok();
-    let pids = ledger.dir.path().join("pids");
-    std::fs::create_dir_all(&pids).unwrap();
-    let script = ledger.script(
-        "step.sh",
-        r#"cat > /dev/null
-echo $$ > "$PIDS/$DAICHO_TASK_ID"
-echo "start $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
-sleep 0.02
-echo "done $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
-rm -f "$PIDS/$DAICHO_TASK_ID"
-"#,
-    );
-    config(
-        &ledger,
-        &format!(
-            "[policy]\nlease = \"1s\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\non_success = \"done\"\n"
-        ),
-    );
+    let pids = logged_steps(&ledger, "0.02");
     let n = 300;
     let tasks: Vec<String> = (1..=n)
         .map(|i| {
@@ -779,19 +725,53 @@ rm -f "$PIDS/$DAICHO_TASK_ID"
         tasks.iter().all(|t| t.status == "done" || t.status == "needs_human"),
         "every task done or parked"
     );
-    let lines = ledger.log_lines();
+    let lost_runs = assert_each_completion_ran_once(&tasks, &ledger.log_lines());
+    assert!(lost_runs <= kills * 2, "at most one lost run per running slot of a killed worker: {lost_runs}");
+}
+
+/// Writes a step script that logs its start and end (with the attempt) and keeps a pid file
+/// while it runs, and a config whose one auto action runs it with a 1 s lease. Returns the pid
+/// directory (the `PIDS` variable of the runs).
+fn logged_steps(ledger: &Ledger, seconds: &str) -> std::path::PathBuf {
+    let pids = ledger.dir.path().join("pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    let script = ledger.script(
+        "step.sh",
+        &format!(
+            "cat > /dev/null\necho $$ > \"$PIDS/$DAICHO_TASK_ID\"\necho \"start $DAICHO_TASK_ID $DAICHO_ATTEMPT\" >> \"$LOG\"\n\
+             sleep {seconds}\necho \"done $DAICHO_TASK_ID $DAICHO_ATTEMPT\" >> \"$LOG\"\nrm -f \"$PIDS/$DAICHO_TASK_ID\"\n"
+        ),
+    );
+    config(
+        ledger,
+        &format!(
+            "[policy]\nlease = \"1s\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\non_success = \"done\"\n"
+        ),
+    );
+    pids
+}
+
+/// D3, S4 from the ledger and the executors' own log: every attempt that did not end a task was
+/// a lost run counted as one failure; no run started after the one recorded done; and that one
+/// executed exactly once. Returns the lost runs in all.
+fn assert_each_completion_ran_once(tasks: &[TaskJson], lines: &[String]) -> u32 {
     let mut lost_runs = 0;
-    for t in &tasks {
+    for t in tasks {
         let final_attempt = if t.status == "done" { t.attempt - 1 } else { t.attempt };
         assert_eq!(t.failures, final_attempt, "{}: failures equal its lost runs", t.id);
         lost_runs += t.failures;
-        let done_lines = lines
+        let attempts: Vec<u32> = lines
             .iter()
-            .filter(|l| l.starts_with("done ") && l.split_whitespace().nth(1) == Some(t.id.as_str()))
-            .count();
-        if t.failures == 0 {
-            assert_eq!(done_lines, 1, "{}: executed once, its first attempt never killed", t.id);
+            .filter_map(|l| {
+                let mut p = l.split_whitespace();
+                (p.next() == Some("start") && p.next() == Some(t.id.as_str()))
+                    .then(|| p.next().unwrap().parse().unwrap())
+            })
+            .collect();
+        assert!(attempts.iter().all(|&a| a <= t.attempt), "{}: ran after its completion: {attempts:?}", t.id);
+        if t.status == "done" {
+            assert_eq!(attempts.iter().filter(|&&a| a == t.attempt).count(), 1, "{}: {attempts:?}", t.id);
         }
     }
-    assert!(lost_runs <= kills * 2, "at most one lost run per running slot of a killed worker: {lost_runs}");
+    lost_runs
 }
