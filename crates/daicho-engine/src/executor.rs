@@ -126,6 +126,21 @@ async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> Vec<u8>
     }
 }
 
+/// Kills an executor's process group when dropped, unless it was killed already.
+struct GroupGuard(Option<u32>);
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        kill_group(self.0.take());
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 fn kill_group(pgid: Option<u32>) {
     if let Some(pid) = pgid.and_then(|p| i32::try_from(p).ok()).and_then(rustix::process::Pid::from_raw) {
         // The group may be gone already (ESRCH): nothing left to kill.
@@ -161,6 +176,8 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
         Err(e) => return failure(format!("cannot start {program}: {e}")),
     };
     let pgid = child.id();
+    // If this run is abandoned (its lease lost, the future dropped), the whole group goes too.
+    let mut group = GroupGuard(pgid);
     let input = task_input(ctx);
     let mut stdin = child.stdin.take();
     let feed = async move {
@@ -178,8 +195,10 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
         child.wait().await
     })
     .await;
-    // Whatever happened, nothing of the run may outlive it: the group goes.
-    kill_group(pgid);
+    // Whatever happened, nothing of the run may outlive it: the group goes. (After a normal
+    // exit the leader is reaped, but Linux hands out pids in sequence, so the number is not
+    // reused in the microseconds before this.)
+    group.kill();
     let status = match waited {
         Err(_) => {
             let _ = child.wait().await;

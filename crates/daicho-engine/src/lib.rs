@@ -163,6 +163,11 @@ impl<S: Store + 'static> Engine<S> {
         Engine { store, config, specs, worker: worker_name(), pause_file }
     }
 
+    /// The store the engine runs on.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
     /// Names this worker (tests run several in one process).
     pub fn with_worker(mut self, worker: &str) -> Engine<S> {
         self.worker = worker.to_owned();

@@ -43,8 +43,7 @@ struct ReadyWhyJson {
 /// Runs `daicho ready`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let engine = ctx.engine().await?;
-    let store = crate::ledger::open(&ctx.db).await?;
-    let ready = store.ready(jiff::Timestamp::now(), args.limit).await?;
+    let ready = engine.store().ready(jiff::Timestamp::now(), args.limit).await?;
     let why: Vec<WhyJson> = engine
         .explain(&ready.tasks, daicho_engine::Role::Auto)
         .await?
