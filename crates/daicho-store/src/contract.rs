@@ -55,6 +55,7 @@ macro_rules! store_contract_tests {
             s2_approval_queue_is_idempotent,
             s9_run_counts_and_stats,
             batched_claims_and_finishes_commit_together,
+            a_random_walk_keeps_ready_exact_and_the_graph_acyclic,
         );
     };
     (@tests $backend:expr; $($name:ident),* $(,)?) => {
@@ -679,4 +680,93 @@ pub async fn batched_claims_and_finishes_commit_together<B: Backend>(backend: &B
     assert!(matches!(results[1], Err(StoreError::LeaseLost { .. })));
     let statuses: Vec<Status> = all(&store).await.into_iter().map(|t| t.status).collect();
     assert_eq!(statuses, [Status::Done, Status::Running, Status::Done]);
+}
+
+/// A deterministic random walk of upserts (requested ids, missing deps kept, closed statuses),
+/// status and deps edits, claims, finishes, failures and expiries; after every step the store's
+/// ready set equals the definition (D1) and the graph has no cycle (D2).
+pub async fn a_random_walk_keeps_ready_exact_and_the_graph_acyclic<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let mut seed: u64 = 0x1234_5678_9abc_def1;
+    let mut rnd = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut now = t0();
+    for step in 0..160 {
+        now += SignedDuration::from_secs(1);
+        let op = rnd(6);
+        let what = match op {
+            0 | 1 => {
+                let mut items = Vec::new();
+                for _ in 0..(1 + rnd(3)) {
+                    let mut i = item(&format!("x{}", rnd(14)));
+                    if rnd(2) == 0 {
+                        i.ref_id = Some(format!("T-{}", 1 + rnd(16)));
+                    }
+                    i.deps = (0..rnd(3)).map(|_| format!("T-{}", 1 + rnd(16))).collect();
+                    if rnd(3) == 0 {
+                        i.status = Some(Status::ALL[rnd(6) as usize]);
+                    }
+                    items.push(i);
+                }
+                let mut keep = batch(items);
+                keep.unknown_deps = UnknownDeps::Keep;
+                keep.now = now;
+                format!("upsert: {:?}", store.upsert(keep).await.map(|r| r.added))
+            }
+            2 => {
+                let (task, status) = (TaskId::new(1 + rnd(16)), Status::ALL[rnd(6) as usize]);
+                let edit = TaskEdit { status: Some(status), ..TaskEdit::default() };
+                format!(
+                    "set {task} {status}: {:?}",
+                    store.edit(task, edit, Actor::System, now).await.map(|t| t.status)
+                )
+            }
+            3 => {
+                let task = TaskId::new(1 + rnd(16));
+                let deps: Vec<TaskId> = (0..rnd(3)).map(|_| TaskId::new(1 + rnd(16))).collect();
+                let edit = TaskEdit { deps: Some(deps.clone()), ..TaskEdit::default() };
+                format!("deps {task} {deps:?}: {}", store.edit(task, edit, Actor::System, now).await.is_ok())
+            }
+            4 => {
+                let ready = store.ready(now, 20).await.expect("ready");
+                match ready.tasks.first() {
+                    Some(first) => {
+                        let mut request = claim_request(first.id, "walker", now);
+                        request.lease = SignedDuration::from_secs(3);
+                        match store.claim(request).await.expect("claim") {
+                            ClaimOutcome::Claimed(task) => match rnd(3) {
+                                // Left running: a lost run for a later expiry.
+                                2 => format!("claimed {} and left it running", task.id),
+                                r => {
+                                    let end = if r == 0 { success(Status::Done) } else { failure("walk") };
+                                    let mut f = finish(&task, "walker", end);
+                                    f.now = now;
+                                    format!("ran {}: {:?}", task.id, store.finish(f).await.map(|t| t.status))
+                                }
+                            },
+                            other => format!("claim {}: {other:?}", first.id),
+                        }
+                    }
+                    None => "nothing ready".to_owned(),
+                }
+            }
+            _ => format!(
+                "expire: {:?}",
+                store.expire_leases(now, FailurePolicy::default()).await.expect("expire")
+            ),
+        };
+        let rows = all(&store).await;
+        let graph: std::collections::BTreeMap<TaskId, Vec<TaskId>> =
+            rows.iter().map(|t| (t.id, t.deps.clone())).collect();
+        assert_eq!(dag::find_cycle(&graph), None, "step {step} ({what}) made a cycle");
+        let want = dag::ready(&rows, now);
+        let got: Vec<TaskId> =
+            store.ready(now, 1000).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+        assert_eq!(got, want, "step {step} ({what}): the ready set drifted from the definition");
+        assert!(rows.iter().all(|t| t.failures <= 3), "step {step}: failures over the cap");
+    }
 }
