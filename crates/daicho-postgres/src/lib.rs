@@ -688,19 +688,19 @@ async fn edit_in(
 }
 
 async fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<ClaimOutcome> {
-    if let Some(reason) = paused_in(tx).await? {
-        return Ok(ClaimOutcome::Paused(reason));
-    }
     let Some(before) = rows::get_task(tx, req.id).await? else {
         return Ok(ClaimOutcome::NotClaimable);
     };
     let now = micros(req.now);
+    // One statement: not paused, still pending and ready (and ticked, when asked), and not being
+    // claimed by anyone else right now (SKIP LOCKED).
     let stmt = tx
         .prepare_cached(
             "UPDATE task SET status = 'running', run = false, run_at = $2, attempt = attempt + 1, \
              lease_owner = $3, lease_expires_at = $4, updated_at = $2 \
              WHERE num = (SELECT num FROM task WHERE num = $1 AND status = 'pending' AND unmet_deps = 0 \
-             AND (not_before IS NULL OR not_before <= $2) AND (NOT $5 OR run) FOR UPDATE SKIP LOCKED)",
+             AND (not_before IS NULL OR not_before <= $2) AND (NOT $5 OR run) FOR UPDATE SKIP LOCKED) \
+             AND NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused')",
         )
         .await
         .map_err(backend)?;
@@ -712,11 +712,28 @@ async fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<ClaimOutco
         .await
         .map_err(backend)?;
     if changed == 0 {
-        return Ok(ClaimOutcome::NotClaimable);
+        return Ok(match paused_in(tx).await? {
+            Some(reason) => ClaimOutcome::Paused(reason),
+            None => ClaimOutcome::NotClaimable,
+        });
     }
-    let after = rows::get_task(tx, req.id).await?.ok_or(StoreError::NotFound(req.id))?;
+    // The row as the statement left it (the same fields it set, from the row read before).
+    let mut after = before.clone();
+    after.status = Status::Running;
+    after.run = false;
+    after.run_at = Some(req.now);
+    after.attempt = before.attempt + 1;
+    after.lease =
+        Some(daicho_core::task::Lease { owner: req.worker.clone(), expires_at: req.now + req.lease });
+    after.updated_at = req.now;
+    let insert = tx
+        .prepare_cached(
+            "INSERT INTO run (task, attempt, worker, action, started, idempotency_key) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .await
+        .map_err(backend)?;
     tx.execute(
-        "INSERT INTO run (task, attempt, worker, action, started, idempotency_key) VALUES ($1, $2, $3, $4, $5, $6)",
+        &insert,
         &[
             &(req.id.num() as i64),
             &(after.attempt as i32),
