@@ -599,16 +599,16 @@ fn d3_s4_a_worker_killed_20_times_never_redoes_a_recorded_completion() {
 #[test]
 fn s1_s4_heartbeats_keep_a_long_run_from_counting_as_lost() {
     let ledger = Ledger::new();
-    let script = ledger.script("slow.sh", "cat > /dev/null\nsleep 2.5\necho finished\n");
+    let script = ledger.script("slow.sh", "cat > /dev/null\nsleep 5\necho finished\n");
     config(
         &ledger,
         &format!(
-            "[policy]\nlease = \"1s\"\n\n[[action]]\nname = \"slow\"\nkind = \"command\"\ncommand = [\"{script}\"]\n"
+            "[policy]\nlease = \"2s\"\n\n[[action]]\nname = \"slow\"\nkind = \"command\"\ncommand = [\"{script}\"]\n"
         ),
     );
     ledger.run(&["add", "longer than its lease", "--action", "slow"]).ok();
     let runner = ledger.command(&["run", "T-0001", "--json"]).stdout(Stdio::piped()).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(1600));
+    std::thread::sleep(Duration::from_millis(3200));
     let other = sweep(&ledger, "auto", "1");
     assert_eq!(other["lost"], serde_json::json!([]), "the lease was extended by heartbeats: {other}");
     let out = runner.wait_with_output().unwrap();
