@@ -42,7 +42,13 @@ pub(crate) fn backend(error: impl std::fmt::Display) -> StoreError {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    url: String,
+    /// Notifications of `daicho_ready`, once a worker first waits for work.
+    wakeups: std::sync::Arc<tokio::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<()>>>>,
 }
+
+/// The channel every change that may make work ready is announced on (a hint: workers also poll).
+const READY_CHANNEL: &str = "daicho_ready";
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -87,10 +93,56 @@ impl PgStore {
             .map_err(|e| StoreError::Backend(format!("bad PostgreSQL URL {}: {e}", redact(url))))?;
         let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
         let pool = Pool::builder(manager).max_size(8).build().map_err(backend)?;
-        let store = PgStore { pool };
+        let store = PgStore { pool, url: url.to_owned(), wakeups: Default::default() };
         let mut client = store.client().await?;
         let applied = schema::migrate(&mut client).await?;
         Ok((store, applied))
+    }
+
+    /// A connection that LISTENs on the ready channel, feeding `wakeups`.
+    async fn listen(&self) -> Result<tokio::sync::mpsc::UnboundedReceiver<()>> {
+        let (client, mut connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .map_err(|e| StoreError::Backend(format!("cannot connect to PostgreSQL: {e}")))?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            // Issue LISTEN while this task drives the connection; keep the client alive after.
+            let listen = async {
+                let result = client.batch_execute(&format!("LISTEN {READY_CHANNEL}")).await;
+                let _ = ready_tx.send(result.map_err(|e| e.to_string()));
+                client
+            };
+            tokio::pin!(listen);
+            let mut client_slot = None;
+            while client_slot.is_none() {
+                tokio::select! {
+                    c = &mut listen => client_slot = Some(c),
+                    message = std::future::poll_fn(|cx| connection.poll_message(cx)) => {
+                        if !matches!(message, Some(Ok(_))) {
+                            return;
+                        }
+                    }
+                }
+            }
+            let _client = client_slot;
+            loop {
+                match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                    Some(Ok(tokio_postgres::AsyncMessage::Notification(_))) => {
+                        if tx.send(()).is_err() {
+                            return;
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => return,
+                }
+            }
+        });
+        ready_rx
+            .await
+            .map_err(|_| StoreError::Backend("the listener connection closed".into()))?
+            .map_err(|e| StoreError::Backend(format!("LISTEN failed: {e}")))?;
+        Ok(rx)
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
@@ -122,8 +174,35 @@ const READY_WHERE: &str =
 const READY_ORDER: &str = "ORDER BY priority DESC, num";
 
 impl Store for PgStore {
+    async fn wait_for_work(&self, timeout: std::time::Duration) {
+        let mut slot = self.wakeups.lock().await;
+        if slot.is_none() {
+            match self.listen().await {
+                Ok(rx) => *slot = Some(rx),
+                Err(e) => tracing::warn!("no ready notifications, polling only: {e}"),
+            }
+        }
+        match slot.as_mut() {
+            Some(rx) => {
+                if let Ok(None) = tokio::time::timeout(timeout, rx.recv()).await {
+                    // The listener is gone: listen again next time.
+                    *slot = None;
+                }
+                // Several notifications may have queued up: one look serves them all.
+                while rx_try_drain(slot.as_mut()) {}
+            }
+            None => tokio::time::sleep(timeout).await,
+        }
+    }
+
     async fn upsert(&self, batch: Batch) -> Result<UpsertReport> {
-        in_tx!(self, lock, |tx| upsert_in(&tx, &batch).await?)
+        in_tx!(self, lock, |tx| {
+            let report = upsert_in(&tx, &batch).await?;
+            if !report.added.is_empty() {
+                notify_ready(&tx).await?;
+            }
+            report
+        })
     }
 
     async fn get(&self, id: TaskId) -> Result<Option<Task>> {
@@ -154,7 +233,11 @@ impl Store for PgStore {
     }
 
     async fn edit(&self, id: TaskId, edit: TaskEdit, actor: Actor, now: Timestamp) -> Result<Task> {
-        in_tx!(self, lock, |tx| edit_in(&tx, id, &edit, &actor, now).await?)
+        in_tx!(self, lock, |tx| {
+            let task = edit_in(&tx, id, &edit, &actor, now).await?;
+            notify_ready(&tx).await?;
+            task
+        })
     }
 
     async fn journal(&self, id: TaskId) -> Result<Vec<JournalEntry>> {
@@ -208,6 +291,7 @@ impl Store for PgStore {
                     other => out.push(other),
                 }
             }
+            notify_ready(&tx).await?;
             out
         })
     }
@@ -230,11 +314,21 @@ impl Store for PgStore {
     }
 
     async fn finish(&self, finish: Finish) -> Result<Task> {
-        in_tx!(self, lock, |tx| finish_in(&tx, &finish).await?)
+        in_tx!(self, lock, |tx| {
+            let task = finish_in(&tx, &finish).await?;
+            notify_ready(&tx).await?;
+            task
+        })
     }
 
     async fn expire_leases(&self, now: Timestamp, policy: FailurePolicy) -> Result<Vec<(TaskId, Status)>> {
-        in_tx!(self, lock, |tx| expire_in(&tx, now, policy).await?)
+        in_tx!(self, lock, |tx| {
+            let lost = expire_in(&tx, now, policy).await?;
+            if !lost.is_empty() {
+                notify_ready(&tx).await?;
+            }
+            lost
+        })
     }
 
     async fn set_paused(&self, reason: Option<String>, actor: Actor, now: Timestamp) -> Result<()> {
@@ -258,6 +352,7 @@ impl Store for PgStore {
                 let b = serde_json::json!({ "paused": before }).to_string();
                 let a = serde_json::json!({ "paused": reason }).to_string();
                 journal(&tx, now, 0, "ledger", &actor.to_string(), kind, &b, &a).await?;
+                notify_ready(&tx).await?;
             }
         })
     }
@@ -416,9 +511,19 @@ impl Store for PgStore {
             .await
             .map_err(backend)?;
             journal_change(&tx, now, &before, &after, &actor.to_string(), "approve").await?;
+            notify_ready(&tx).await?;
             rows::get_task(&tx, id).await?.ok_or(StoreError::NotFound(id))?
         })
     }
+}
+
+fn rx_try_drain(rx: Option<&mut tokio::sync::mpsc::UnboundedReceiver<()>>) -> bool {
+    rx.is_some_and(|rx| rx.try_recv().is_ok())
+}
+
+/// Announces (at commit) that work may have become ready.
+async fn notify_ready(tx: &Transaction<'_>) -> Result<()> {
+    tx.batch_execute(&format!("NOTIFY {READY_CHANNEL}")).await.map_err(backend)
 }
 
 async fn paused_in(tx: &Transaction<'_>) -> Result<Option<String>> {

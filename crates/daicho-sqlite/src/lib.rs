@@ -176,6 +176,11 @@ fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
 }
 
 impl Store for SqliteStore {
+    async fn wait_for_work(&self, timeout: Duration) {
+        // One file, no notifications: idle workers poll.
+        tokio::time::sleep(timeout).await;
+    }
+
     async fn claim(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
         self.write(move |tx| runs::claim_in(tx, &request)).await
     }

@@ -411,6 +411,10 @@ pub trait Store: Send + Sync {
     /// [`StoreError::NotFound`] for an unknown id; [`StoreError::Conflict`] unless the row is
     /// `pending`.
     fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> impl Future<Output = Result<Task>> + Send;
+
+    /// Waits until work may have become ready, or `timeout` passes: a hint for idle workers, never
+    /// a guarantee (callers look again either way). A store without notifications just sleeps.
+    fn wait_for_work(&self, timeout: std::time::Duration) -> impl Future<Output = ()> + Send;
 }
 
 impl Batch {

@@ -153,4 +153,7 @@ impl Store for AnyStore {
     async fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> Result<Task> {
         delegate!(self.approve(id, actor, now))
     }
+    async fn wait_for_work(&self, timeout: std::time::Duration) {
+        delegate!(self.wait_for_work(timeout))
+    }
 }

@@ -61,7 +61,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                     if once {
                         return Ok::<(), daicho_store::StoreError>(());
                     }
-                    tokio::time::sleep(poll).await;
+                    // Woken early by the ledger's notifications (PostgreSQL), else after `poll`.
+                    daicho_store::Store::wait_for_work(engine.store(), poll).await;
                 }
             }
         });

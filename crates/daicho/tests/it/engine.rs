@@ -775,3 +775,31 @@ fn assert_each_completion_ran_once(tasks: &[TaskJson], lines: &[String]) -> u32 
     }
     lost_runs
 }
+
+#[test]
+fn i5_an_idle_postgres_worker_is_woken_by_notify_before_its_poll() {
+    let Some(db) = PgDatabase::fresh("notify") else { return };
+    let mut ledger = Ledger::uninitialized();
+    ledger.db = Some(db.url.clone());
+    ledger.run(&["init"]).ok();
+    let script = ledger.script("step.sh", STEP);
+    config(
+        &ledger,
+        &format!("[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\n"),
+    );
+    let mut worker = ledger
+        .command(&["worker", "--poll", "120s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Let it find nothing and start listening.
+    std::thread::sleep(Duration::from_secs(3));
+    let pushed = Instant::now();
+    ledger.run(&["add", "wake up", "--action", "work", "--tag", "ai"]).ok();
+    wait_for("the worker to run the new task", Duration::from_secs(30), || !ledger.log_lines().is_empty());
+    let waited = pushed.elapsed();
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    assert!(waited < Duration::from_secs(30), "woken by LISTEN/NOTIFY, not by its 120 s poll: {waited:?}");
+}
