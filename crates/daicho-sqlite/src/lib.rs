@@ -253,13 +253,7 @@ impl Store for SqliteStore {
     }
 
     async fn upsert(&self, batch: Batch) -> Result<UpsertReport> {
-        self.with_conn(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-            let report = upsert_in(&tx, &batch)?;
-            tx.commit().map_err(backend)?;
-            Ok(report)
-        })
-        .await
+        self.write(move |tx| upsert_in(tx, &batch)).await
     }
 
     async fn get(&self, id: TaskId) -> Result<Option<Task>> {
@@ -271,8 +265,7 @@ impl Store for SqliteStore {
     }
 
     async fn ready(&self, now: Timestamp, limit: usize) -> Result<ReadySet> {
-        self.with_conn(move |conn| {
-            let tx = conn.transaction().map_err(backend)?;
+        self.read(move |tx| {
             let now = now.as_microsecond();
             let total: i64 = tx
                 .prepare_cached(&format!("SELECT count(*) FROM task WHERE {READY_WHERE}"))
@@ -293,13 +286,7 @@ impl Store for SqliteStore {
     }
 
     async fn edit(&self, id: TaskId, edit: TaskEdit, actor: Actor, now: Timestamp) -> Result<Task> {
-        self.with_conn(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-            let task = edit_in(&tx, id, &edit, &actor, now)?;
-            tx.commit().map_err(backend)?;
-            Ok(task)
-        })
-        .await
+        self.write(move |tx| edit_in(tx, id, &edit, &actor, now)).await
     }
 
     async fn journal(&self, id: TaskId) -> Result<Vec<JournalEntry>> {
