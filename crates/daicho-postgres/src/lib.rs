@@ -3,13 +3,15 @@
 //! Behaviour is the store contract's, the same as SQLite's (the contract suite runs against
 //! both); only the SQL differs. Writes that change the dependency bookkeeping (`upsert`, `edit`,
 //! `finish`, `expire_leases`, …) take one transaction-scoped advisory lock, so they are
-//! serialized like SQLite's single writer and the `unmet_deps` counters stay exact. Claims and
-//! heartbeats touch one row each: a claim locks its row `FOR UPDATE SKIP LOCKED`, so a worker
-//! never waits behind another claiming the same row (it just gets `NotClaimable`), and two
-//! workers never both claim it.
+//! serialized like SQLite's single writer and the `unmet_deps` counters stay exact; rows they
+//! rewrite are read `FOR UPDATE`, so a claim (which takes no advisory lock) is never overwritten.
+//! Claims lock the rows they take `FOR UPDATE SKIP LOCKED`: a worker never waits behind another
+//! claiming the same row, and two workers never both claim it. Claims and run ends are
+//! set-based (`runs`): a batch of any size costs the same few round trips and one commit.
 //! Instants are stored as integer microseconds, as in SQLite.
 
 mod rows;
+mod runs;
 mod schema;
 
 use std::collections::{HashMap, HashSet};
@@ -17,11 +19,11 @@ use std::collections::{HashMap, HashSet};
 use daicho_core::dag::{DagError, NewDeps, check_new_deps};
 use daicho_core::edit::{TaskEdit, changed_fields};
 use daicho_core::merge::{incoming_keys, merge_plan_with_keys};
-use daicho_core::policy::{FailurePolicy, RunCounts, idempotency_key};
+use daicho_core::policy::{FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{
     ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, ReadySet, Result,
-    RunEnd, RunRecord, SkippedItem, Store, StoreError, UnknownDeps, UpsertReport,
+    RunRecord, SkippedItem, Store, StoreError, UnknownDeps, UpsertReport,
 };
 use deadpool_postgres::{Pool, Transaction};
 use jiff::Timestamp;
@@ -269,29 +271,26 @@ impl Store for PgStore {
     }
 
     async fn claim(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
-        in_tx!(self, |tx| claim_in(&tx, &request).await?)
+        let mut outcomes = self.claim_many(vec![request]).await?;
+        Ok(outcomes.pop().unwrap_or(ClaimOutcome::NotClaimable))
     }
 
     async fn claim_many(&self, requests: Vec<ClaimRequest>) -> Result<Vec<ClaimOutcome>> {
-        in_tx!(self, |tx| {
-            let mut out = Vec::with_capacity(requests.len());
-            for request in &requests {
-                out.push(claim_in(&tx, request).await?);
-            }
-            out
-        })
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        in_tx!(self, |tx| runs::claim_many_in(&tx, &requests).await?)
     }
 
     async fn finish_many(&self, finishes: Vec<Finish>) -> Result<Vec<Result<Task>>> {
+        if finishes.is_empty() {
+            return Ok(Vec::new());
+        }
         in_tx!(self, lock, |tx| {
-            let mut out = Vec::with_capacity(finishes.len());
-            for finish in &finishes {
-                match finish_in(&tx, finish).await {
-                    Err(StoreError::Backend(e)) => return Err(StoreError::Backend(e)),
-                    other => out.push(other),
-                }
+            let out = runs::finish_many_in(&tx, &finishes).await?;
+            if out.iter().any(Result::is_ok) {
+                notify_ready(&tx).await?;
             }
-            notify_ready(&tx).await?;
             out
         })
     }
@@ -314,16 +313,13 @@ impl Store for PgStore {
     }
 
     async fn finish(&self, finish: Finish) -> Result<Task> {
-        in_tx!(self, lock, |tx| {
-            let task = finish_in(&tx, &finish).await?;
-            notify_ready(&tx).await?;
-            task
-        })
+        let mut out = self.finish_many(vec![finish]).await?;
+        out.pop().unwrap_or_else(|| Err(StoreError::Backend("no outcome for a finish".into())))
     }
 
     async fn expire_leases(&self, now: Timestamp, policy: FailurePolicy) -> Result<Vec<(TaskId, Status)>> {
         in_tx!(self, lock, |tx| {
-            let lost = expire_in(&tx, now, policy).await?;
+            let lost = runs::expire_in(&tx, now, policy).await?;
             if !lost.is_empty() {
                 notify_ready(&tx).await?;
             }
@@ -490,7 +486,7 @@ impl Store for PgStore {
 
     async fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> Result<Task> {
         in_tx!(self, lock, |tx| {
-            let before = rows::get_task(&tx, id).await?.ok_or(StoreError::NotFound(id))?;
+            let before = rows::lock_task(&tx, id).await?.ok_or(StoreError::NotFound(id))?;
             if before.status != Status::Pending {
                 return Err(StoreError::Conflict(format!(
                     "{id} is {}; only a pending task can be approved",
@@ -734,9 +730,12 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
         journal(tx, batch.now, task.id.num() as i64, &task.id.to_string(), &actor, "add", "{}", &row).await?;
         report.added.push(task.id);
     }
-    let by_id: HashMap<TaskId, &Task> = existing.iter().map(|t| (t.id, t)).collect();
+    // The patched rows read again, locked: a claim (which takes no write lock) may have changed
+    // one since the plan was made, and a patch must not write back its old run columns.
+    let patched: Vec<i64> = plan.patch.iter().map(|p| p.id.num() as i64).collect();
+    let fresh = if patched.is_empty() { HashMap::new() } else { runs::lock_rows(tx, &patched).await? };
     for patch in &plan.patch {
-        let before = by_id[&patch.id];
+        let before = fresh.get(&patch.id).ok_or(StoreError::NotFound(patch.id))?;
         let mut after = before.clone();
         patch.fields.apply_to(&mut after);
         after.updated_at = batch.now;
@@ -769,7 +768,7 @@ async fn edit_in(
     actor: &Actor,
     now: Timestamp,
 ) -> Result<Task> {
-    let before = rows::get_task(tx, id).await?.ok_or(StoreError::NotFound(id))?;
+    let before = rows::lock_task(tx, id).await?.ok_or(StoreError::NotFound(id))?;
     let after = edit.apply(&before, now);
     if after == before {
         return Ok(before);
@@ -790,187 +789,4 @@ async fn edit_in(
     }
     journal_change(tx, now, &before, &after, &actor.to_string(), "edit").await?;
     rows::get_task(tx, id).await?.ok_or(StoreError::NotFound(id))
-}
-
-async fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<ClaimOutcome> {
-    let Some(before) = rows::get_task(tx, req.id).await? else {
-        return Ok(ClaimOutcome::NotClaimable);
-    };
-    let now = micros(req.now);
-    // One statement: not paused, still pending and ready (and ticked, when asked), and not being
-    // claimed by anyone else right now (SKIP LOCKED).
-    let stmt = tx
-        .prepare_cached(
-            "UPDATE task SET status = 'running', run = false, run_at = $2, attempt = attempt + 1, \
-             lease_owner = $3, lease_expires_at = $4, updated_at = $2 \
-             WHERE num = (SELECT num FROM task WHERE num = $1 AND status = 'pending' AND unmet_deps = 0 \
-             AND (not_before IS NULL OR not_before <= $2) AND (NOT $5 OR run) FOR UPDATE SKIP LOCKED) \
-             AND NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused')",
-        )
-        .await
-        .map_err(backend)?;
-    let changed = tx
-        .execute(
-            &stmt,
-            &[&(req.id.num() as i64), &now, &req.worker, &micros(req.now + req.lease), &req.require_run],
-        )
-        .await
-        .map_err(backend)?;
-    if changed == 0 {
-        return Ok(match paused_in(tx).await? {
-            Some(reason) => ClaimOutcome::Paused(reason),
-            None => ClaimOutcome::NotClaimable,
-        });
-    }
-    // The row as the statement left it (the same fields it set, from the row read before).
-    let mut after = before.clone();
-    after.status = Status::Running;
-    after.run = false;
-    after.run_at = Some(req.now);
-    after.attempt = before.attempt + 1;
-    after.lease =
-        Some(daicho_core::task::Lease { owner: req.worker.clone(), expires_at: req.now + req.lease });
-    after.updated_at = req.now;
-    let insert = tx
-        .prepare_cached(
-            "INSERT INTO run (task, attempt, worker, action, started, idempotency_key) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .await
-        .map_err(backend)?;
-    tx.execute(
-        &insert,
-        &[
-            &(req.id.num() as i64),
-            &(after.attempt as i32),
-            &req.worker,
-            &req.action,
-            &now,
-            &idempotency_key(req.id, after.attempt),
-        ],
-    )
-    .await
-    .map_err(backend)?;
-    journal_change(tx, req.now, &before, &after, &Actor::Worker(req.worker.clone()).to_string(), "claim")
-        .await?;
-    Ok(ClaimOutcome::Claimed(Box::new(after)))
-}
-
-async fn write_end(
-    tx: &Transaction<'_>,
-    before: &Task,
-    after: &Task,
-    actor: &str,
-    kind: &str,
-    error: Option<&str>,
-) -> Result<()> {
-    tx.execute(
-        "UPDATE task SET status = $2, result = $3, failures = $4, lease_owner = NULL, lease_expires_at = NULL, \
-         updated_at = $5 WHERE num = $1",
-        &[&(after.id.num() as i64), &after.status.as_str(), &after.result, &(after.failures as i32), &micros(after.updated_at)],
-    )
-    .await
-    .map_err(backend)?;
-    if after.status.satisfies_deps() {
-        rows::shift_dependents(tx, after.id, -1).await?;
-    }
-    let (b, mut a) = changed_fields(before, after);
-    if let Some(error) = error {
-        a.insert("error".into(), error.into());
-    }
-    let b = serde_json::to_string(&b).map_err(backend)?;
-    let a = serde_json::to_string(&a).map_err(backend)?;
-    journal(tx, after.updated_at, after.id.num() as i64, &after.id.to_string(), actor, kind, &b, &a).await
-}
-
-async fn close_run(
-    tx: &Transaction<'_>,
-    task: &Task,
-    attempt: u32,
-    now: Timestamp,
-    outcome: &str,
-    error: &str,
-    tokens: (Option<u64>, Option<u64>),
-) -> Result<()> {
-    tx.execute(
-        "UPDATE run SET finished = $3, outcome = $4, error = $5, tokens_in = $6, tokens_out = $7 \
-         WHERE task = $1 AND attempt = $2",
-        &[
-            &(task.id.num() as i64),
-            &(attempt as i32),
-            &micros(now),
-            &outcome,
-            &error,
-            &tokens.0.map(|t| t as i64),
-            &tokens.1.map(|t| t as i64),
-        ],
-    )
-    .await
-    .map_err(backend)?;
-    Ok(())
-}
-
-async fn finish_in(tx: &Transaction<'_>, finish: &Finish) -> Result<Task> {
-    let before = rows::get_task(tx, finish.id).await?.ok_or(StoreError::NotFound(finish.id))?;
-    let owned = before.lease.as_ref().is_some_and(|l| l.owner == finish.worker);
-    if before.status != Status::Running || before.attempt != finish.attempt || !owned {
-        return Err(StoreError::LeaseLost { id: finish.id, attempt: finish.attempt });
-    }
-    let mut after = before.clone();
-    after.lease = None;
-    after.updated_at = finish.now;
-    let actor = Actor::Worker(finish.worker.clone()).to_string();
-    match &finish.end {
-        RunEnd::Success { result, status, tokens_in, tokens_out } => {
-            after.status = *status;
-            after.result = result.clone();
-            write_end(tx, &before, &after, &actor, "finish", None).await?;
-            close_run(tx, &after, finish.attempt, finish.now, "success", "", (*tokens_in, *tokens_out))
-                .await?;
-        }
-        RunEnd::Failure { error, timeout } => {
-            let (failures, status) = finish.policy.after_failure(before.failures);
-            after.failures = failures;
-            after.status = status;
-            write_end(tx, &before, &after, &actor, "fail", Some(error)).await?;
-            let outcome = if *timeout { "timeout" } else { "failure" };
-            close_run(tx, &after, finish.attempt, finish.now, outcome, error, (None, None)).await?;
-        }
-    }
-    rows::get_task(tx, finish.id).await?.ok_or(StoreError::NotFound(finish.id))
-}
-
-async fn expire_in(
-    tx: &Transaction<'_>,
-    now: Timestamp,
-    policy: FailurePolicy,
-) -> Result<Vec<(TaskId, Status)>> {
-    let rows = tx
-        .query(
-            &format!(
-                "SELECT {COLUMNS} FROM task WHERE status = 'running' \
-                 AND (lease_expires_at IS NULL OR lease_expires_at <= $1) FOR UPDATE"
-            ),
-            &[&micros(now)],
-        )
-        .await
-        .map_err(backend)?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let before = read_task(row)?;
-        let error = match &before.lease {
-            Some(lease) => format!("lost run: the lease of {} expired at {}", lease.owner, lease.expires_at),
-            None => "lost run: running without a lease".to_owned(),
-        };
-        let mut after = before.clone();
-        let (failures, status) = policy.after_failure(before.failures);
-        after.failures = failures;
-        after.status = status;
-        after.lease = None;
-        after.updated_at = now;
-        write_end(tx, &before, &after, &Actor::System.to_string(), "lost", Some(&error)).await?;
-        close_run(tx, &after, before.attempt, now, "lost", &error, (None, None)).await?;
-        tracing::warn!(task = %before.id, attempt = before.attempt, "{error}");
-        out.push((before.id, status));
-    }
-    Ok(out)
 }

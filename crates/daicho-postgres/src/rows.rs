@@ -18,7 +18,7 @@ pub(crate) fn micros(t: Timestamp) -> i64 {
     t.as_microsecond()
 }
 
-fn time(value: i64) -> Result<Timestamp> {
+pub(crate) fn time(value: i64) -> Result<Timestamp> {
     Timestamp::from_microsecond(value).map_err(|e| StoreError::Backend(format!("bad time {value}: {e}")))
 }
 
@@ -79,6 +79,16 @@ pub(crate) fn read_task(row: &Row) -> Result<Task> {
 pub(crate) async fn get_task(tx: &Transaction<'_>, id: TaskId) -> Result<Option<Task>> {
     let stmt =
         tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = $1")).await.map_err(backend)?;
+    tx.query_opt(&stmt, &[&(id.num() as i64)]).await.map_err(backend)?.as_ref().map(read_task).transpose()
+}
+
+/// The row with this id, locked until the transaction ends: a claim (which takes no write lock)
+/// cannot change it between this read and the caller's write.
+pub(crate) async fn lock_task(tx: &Transaction<'_>, id: TaskId) -> Result<Option<Task>> {
+    let stmt = tx
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = $1 FOR UPDATE"))
+        .await
+        .map_err(backend)?;
     tx.query_opt(&stmt, &[&(id.num() as i64)]).await.map_err(backend)?.as_ref().map(read_task).transpose()
 }
 

@@ -55,6 +55,7 @@ macro_rules! store_contract_tests {
             s2_approval_queue_is_idempotent,
             s9_run_counts_and_stats,
             batched_claims_and_finishes_commit_together,
+            batched_claims_decide_each_request_alone,
             a_random_walk_keeps_ready_exact_and_the_graph_acyclic,
         );
     };
@@ -680,6 +681,74 @@ pub async fn batched_claims_and_finishes_commit_together<B: Backend>(backend: &B
     assert!(matches!(results[1], Err(StoreError::LeaseLost { .. })));
     let statuses: Vec<Status> = all(&store).await.into_iter().map(|t| t.status).collect();
     assert_eq!(statuses, [Status::Done, Status::Running, Status::Done]);
+}
+
+/// S1, D1, D5 in a batch: each request of one `claim_many` is decided alone (deps, `not_before`,
+/// the ▶ box); each claim journals its own before/after and opens its own run record; a batched
+/// finish unblocks the dependents of every row it closes.
+pub async fn batched_claims_decide_each_request_alone<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let mut later = with_id("later", "T-3", &[]);
+    later.not_before = Some(t0() + SignedDuration::from_hours(1));
+    let mut ticked = with_id("ticked", "T-5", &[]);
+    ticked.run = true;
+    let items = vec![
+        with_id("first", "T-1", &[]),
+        with_id("blocked", "T-2", &["T-1", "T-5"]),
+        later,
+        with_id("unticked", "T-4", &[]),
+        ticked,
+    ];
+    store.upsert(batch(items)).await.expect("upsert");
+    let edited = store
+        .edit(
+            id("T-1"),
+            TaskEdit { correction: Some("use the v2 schema".into()), ..TaskEdit::default() },
+            Actor::Human("ana".into()),
+            t0(),
+        )
+        .await
+        .expect("edit");
+    assert_eq!(edited.correction, "use the v2 schema");
+    let mut requests: Vec<ClaimRequest> =
+        ["T-1", "T-2", "T-3", "T-4", "T-5"].iter().map(|t| claim_request(id(t), "w", t0())).collect();
+    requests[3].require_run = true;
+    requests[4].require_run = true;
+    let outcomes = store.claim_many(requests).await.expect("claim_many");
+    let kinds: Vec<&str> = outcomes
+        .iter()
+        .map(|o| match o {
+            ClaimOutcome::Claimed(_) => "claimed",
+            ClaimOutcome::NotClaimable => "no",
+            ClaimOutcome::Paused(_) => "paused",
+        })
+        .collect();
+    assert_eq!(kinds, ["claimed", "no", "no", "no", "claimed"]);
+    let ClaimOutcome::Claimed(first) = &outcomes[0] else { unreachable!("checked above") };
+    assert_eq!(first.correction, "use the v2 schema", "the claim hands over the row as stored now");
+    assert_eq!((first.status, first.attempt, first.run_at), (Status::Running, 1, Some(t0())));
+    let ClaimOutcome::Claimed(fifth) = &outcomes[4] else { unreachable!("checked above") };
+    assert!(!fifth.run, "a claim clears the ▶ box");
+    for claimed in [first, fifth] {
+        assert_eq!(store.get(claimed.id).await.expect("get").as_ref(), Some(&**claimed));
+        let journal = store.journal(claimed.id).await.expect("journal");
+        let last = journal.last().expect("a claim entry");
+        assert_eq!((last.kind.as_str(), last.actor.as_str()), ("claim", "worker:w"));
+        assert_eq!(last.before["status"], "pending");
+        assert_eq!(last.after["status"], "running");
+        let runs = store.runs(claimed.id).await.expect("runs");
+        assert_eq!(runs.len(), 1);
+        assert_eq!((runs[0].attempt, runs[0].outcome.as_str()), (1, "running"));
+    }
+    assert!(store.ready(t0(), 10).await.expect("ready").tasks.iter().all(|t| t.id != id("T-2")));
+    let finishes = vec![finish(first, "w", success(Status::Done)), finish(fifth, "w", success(Status::Done))];
+    let results = store.finish_many(finishes).await.expect("finish_many");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let ready: Vec<String> =
+        store.ready(t0(), 10).await.expect("ready").tasks.iter().map(|t| t.id.to_string()).collect();
+    assert_eq!(ready, ["T-2", "T-4"], "both deps of T-2 done in one batch unblock it");
+    let runs = store.runs(id("T-1")).await.expect("runs");
+    assert_eq!((runs[0].outcome.as_str(), runs[0].tokens_in), ("success", Some(10)));
 }
 
 /// A deterministic random walk of upserts (requested ids, missing deps kept, closed statuses),

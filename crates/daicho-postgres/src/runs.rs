@@ -1,0 +1,429 @@
+//! Claims, run ends and lost runs: set-based statements whose round trips do not grow with the
+//! batch, so that one durable commit carries many tasks.
+
+use std::collections::HashMap;
+
+use daicho_core::edit::changed_fields;
+use daicho_core::policy::{FailurePolicy, idempotency_key};
+use daicho_core::{Actor, Status, Task, TaskId};
+use daicho_store::{ClaimOutcome, ClaimRequest, Finish, Result, RunEnd, StoreError};
+use deadpool_postgres::Transaction;
+use jiff::Timestamp;
+
+use crate::backend;
+use crate::rows::{COLUMNS, micros, read_task};
+
+/// Claims every request that is claimable, in one statement that locks the rows it takes
+/// (`FOR UPDATE SKIP LOCKED`: a row another transaction holds is skipped, never waited for), then
+/// writes the run records and the journal entries in one statement each.
+pub(crate) async fn claim_many_in(
+    tx: &Transaction<'_>,
+    requests: &[ClaimRequest],
+) -> Result<Vec<ClaimOutcome>> {
+    // The first request for a row decides; a repeat of it in the same batch is not claimable.
+    let mut first: HashMap<TaskId, usize> = HashMap::with_capacity(requests.len());
+    for (i, r) in requests.iter().enumerate() {
+        first.entry(r.id).or_insert(i);
+    }
+    let mut order: Vec<usize> = first.values().copied().collect();
+    order.sort_unstable();
+    let nums: Vec<i64> = order.iter().map(|&i| requests[i].id.num() as i64).collect();
+    let require_run: Vec<bool> = order.iter().map(|&i| requests[i].require_run).collect();
+    let workers: Vec<&str> = order.iter().map(|&i| requests[i].worker.as_str()).collect();
+    let nows: Vec<i64> = order.iter().map(|&i| micros(requests[i].now)).collect();
+    let expires: Vec<i64> = order.iter().map(|&i| micros(requests[i].now + requests[i].lease)).collect();
+    let stmt = tx
+        .prepare_cached(&format!(
+            "WITH req AS (SELECT * FROM unnest($1::BIGINT[], $2::BOOLEAN[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[]) \
+                 AS r(rnum, require_run, worker, now, expires)), \
+             picked AS (SELECT t.num AS pnum, t.run AS old_run, t.run_at AS old_run_at, \
+                 t.updated_at AS old_updated_at, req.worker AS new_owner, req.now AS new_now, \
+                 req.expires AS new_expires FROM task t JOIN req ON req.rnum = t.num \
+                 WHERE t.status = 'pending' AND t.unmet_deps = 0 \
+                 AND (t.not_before IS NULL OR t.not_before <= req.now) AND (NOT req.require_run OR t.run) \
+                 AND NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused') \
+                 ORDER BY t.num FOR UPDATE OF t SKIP LOCKED) \
+             UPDATE task SET status = 'running', run = false, run_at = picked.new_now, attempt = attempt + 1, \
+                 lease_owner = picked.new_owner, lease_expires_at = picked.new_expires, \
+                 updated_at = picked.new_now \
+             FROM picked WHERE num = picked.pnum \
+             RETURNING {COLUMNS}, picked.old_run, picked.old_run_at, picked.old_updated_at"
+        ))
+        .await
+        .map_err(backend)?;
+    let rows = tx.query(&stmt, &[&nums, &require_run, &workers, &nows, &expires]).await.map_err(backend)?;
+    let base = COLUMNS.split(',').count();
+    let mut claimed: HashMap<TaskId, Task> = HashMap::with_capacity(rows.len());
+    let mut runs = RunInserts::default();
+    let mut journal = JournalRows::default();
+    for row in &rows {
+        let after = read_task(row)?;
+        let mut before = after.clone();
+        before.status = Status::Pending;
+        before.run = row.get(base);
+        before.run_at = row.get::<_, Option<i64>>(base + 1).map(crate::rows::time).transpose()?;
+        before.updated_at = crate::rows::time(row.get(base + 2))?;
+        before.attempt = after.attempt - 1;
+        before.lease = None;
+        let i = first[&after.id];
+        let req = &requests[i];
+        runs.push(&after, req);
+        journal.push(
+            req.now,
+            &before,
+            &after,
+            &Actor::Worker(req.worker.clone()).to_string(),
+            "claim",
+            None,
+        )?;
+        claimed.insert(after.id, after);
+    }
+    runs.insert(tx).await?;
+    journal.insert(tx).await?;
+    let paused = if claimed.len() < requests.len() { crate::paused_in(tx).await? } else { None };
+    Ok(requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| match claimed.remove(&r.id) {
+            Some(task) if first[&r.id] == i => ClaimOutcome::Claimed(Box::new(task)),
+            _ => match &paused {
+                Some(reason) => ClaimOutcome::Paused(reason.clone()),
+                None => ClaimOutcome::NotClaimable,
+            },
+        })
+        .collect())
+}
+
+/// Records run ends: the rows are locked in id order, each end is checked against its fence
+/// (status `running`, same attempt, same lease owner) and the accepted ones are written with one
+/// statement per table, whatever their number. A stale end gets its own `LeaseLost`.
+pub(crate) async fn finish_many_in(tx: &Transaction<'_>, finishes: &[Finish]) -> Result<Vec<Result<Task>>> {
+    let mut nums: Vec<i64> = finishes.iter().map(|f| f.id.num() as i64).collect();
+    nums.sort_unstable();
+    nums.dedup();
+    let mut current = lock_rows(tx, &nums).await?;
+    let mut ends = Ends::default();
+    let mut out = Vec::with_capacity(finishes.len());
+    for finish in finishes {
+        let Some(before) = current.get(&finish.id) else {
+            out.push(Err(StoreError::NotFound(finish.id)));
+            continue;
+        };
+        let owned = before.lease.as_ref().is_some_and(|l| l.owner == finish.worker);
+        if before.status != Status::Running || before.attempt != finish.attempt || !owned {
+            out.push(Err(StoreError::LeaseLost { id: finish.id, attempt: finish.attempt }));
+            continue;
+        }
+        let mut after = before.clone();
+        after.lease = None;
+        after.updated_at = finish.now;
+        let actor = Actor::Worker(finish.worker.clone()).to_string();
+        match &finish.end {
+            RunEnd::Success { result, status, tokens_in, tokens_out } => {
+                after.status = *status;
+                after.result = result.clone();
+                ends.push(
+                    before,
+                    &after,
+                    &actor,
+                    "finish",
+                    None,
+                    RunClose::new("success", "", *tokens_in, *tokens_out),
+                )?;
+            }
+            RunEnd::Failure { error, timeout } => {
+                let (failures, status) = finish.policy.after_failure(before.failures);
+                after.failures = failures;
+                after.status = status;
+                let outcome = if *timeout { "timeout" } else { "failure" };
+                ends.push(
+                    before,
+                    &after,
+                    &actor,
+                    "fail",
+                    Some(error),
+                    RunClose::new(outcome, error, None, None),
+                )?;
+            }
+        }
+        current.insert(after.id, after.clone());
+        out.push(Ok(after));
+    }
+    ends.write(tx).await?;
+    Ok(out)
+}
+
+/// Counts every lost run (S4): each `running` row whose lease expired by `now` (or that has none)
+/// gets one timeout failure. The rows are locked, so two sweepers never count one run twice.
+pub(crate) async fn expire_in(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    policy: FailurePolicy,
+) -> Result<Vec<(TaskId, Status)>> {
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM task WHERE status = 'running' \
+                 AND (lease_expires_at IS NULL OR lease_expires_at <= $1) ORDER BY num FOR UPDATE"
+            ),
+            &[&micros(now)],
+        )
+        .await
+        .map_err(backend)?;
+    let mut ends = Ends::default();
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let before = read_task(row)?;
+        let error = match &before.lease {
+            Some(lease) => format!("lost run: the lease of {} expired at {}", lease.owner, lease.expires_at),
+            None => "lost run: running without a lease".to_owned(),
+        };
+        let mut after = before.clone();
+        let (failures, status) = policy.after_failure(before.failures);
+        after.failures = failures;
+        after.status = status;
+        after.lease = None;
+        after.updated_at = now;
+        tracing::warn!(task = %before.id, attempt = before.attempt, "{error}");
+        ends.push(
+            &before,
+            &after,
+            &Actor::System.to_string(),
+            "lost",
+            Some(&error),
+            RunClose::new("lost", &error, None, None),
+        )?;
+        out.push((before.id, status));
+    }
+    ends.write(tx).await?;
+    Ok(out)
+}
+
+/// The rows with these numbers, locked until the transaction ends (in id order, so two
+/// transactions locking overlapping sets never deadlock).
+pub(crate) async fn lock_rows(tx: &Transaction<'_>, nums: &[i64]) -> Result<HashMap<TaskId, Task>> {
+    let stmt = tx
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = ANY($1) ORDER BY num FOR UPDATE"))
+        .await
+        .map_err(backend)?;
+    let rows = tx.query(&stmt, &[&nums]).await.map_err(backend)?;
+    rows.iter().map(|r| read_task(r).map(|t| (t.id, t))).collect()
+}
+
+/// How a run record is closed.
+struct RunClose<'a> {
+    outcome: &'a str,
+    error: &'a str,
+    tokens_in: Option<u64>,
+    tokens_out: Option<u64>,
+}
+
+impl<'a> RunClose<'a> {
+    fn new(outcome: &'a str, error: &'a str, tokens_in: Option<u64>, tokens_out: Option<u64>) -> Self {
+        RunClose { outcome, error, tokens_in, tokens_out }
+    }
+}
+
+/// Run ends gathered column by column, written with one statement per table.
+#[derive(Default)]
+struct Ends {
+    nums: Vec<i64>,
+    statuses: Vec<&'static str>,
+    results: Vec<String>,
+    failures: Vec<i32>,
+    attempts: Vec<i32>,
+    at: Vec<i64>,
+    outcomes: Vec<String>,
+    errors: Vec<String>,
+    tokens_in: Vec<Option<i64>>,
+    tokens_out: Vec<Option<i64>>,
+    /// Rows that now satisfy their dependents' deps.
+    unblocking: Vec<i64>,
+    journal: JournalRows,
+}
+
+impl Ends {
+    fn push(
+        &mut self,
+        before: &Task,
+        after: &Task,
+        actor: &str,
+        kind: &str,
+        error: Option<&str>,
+        close: RunClose<'_>,
+    ) -> Result<()> {
+        let num = after.id.num() as i64;
+        self.nums.push(num);
+        self.statuses.push(after.status.as_str());
+        self.results.push(after.result.clone());
+        self.failures.push(after.failures as i32);
+        self.attempts.push(before.attempt as i32);
+        self.at.push(micros(after.updated_at));
+        self.outcomes.push(close.outcome.to_owned());
+        self.errors.push(close.error.to_owned());
+        self.tokens_in.push(close.tokens_in.map(|t| t as i64));
+        self.tokens_out.push(close.tokens_out.map(|t| t as i64));
+        if after.status.satisfies_deps() && !before.status.satisfies_deps() {
+            self.unblocking.push(num);
+        }
+        self.journal.push(after.updated_at, before, after, actor, kind, error)
+    }
+
+    async fn write(&self, tx: &Transaction<'_>) -> Result<()> {
+        if self.nums.is_empty() {
+            return Ok(());
+        }
+        // A row may end twice in one batch only if a stale end was refused, so each row appears
+        // at most once among the accepted ends.
+        let stmt = tx
+            .prepare_cached(
+                "UPDATE task SET status = e.status, result = e.result, failures = e.failures, lease_owner = NULL, \
+                 lease_expires_at = NULL, updated_at = e.at \
+                 FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::INT[], $5::BIGINT[]) \
+                 AS e(enum, status, result, failures, at) WHERE num = e.enum",
+            )
+            .await
+            .map_err(backend)?;
+        tx.execute(&stmt, &[&self.nums, &self.statuses, &self.results, &self.failures, &self.at])
+            .await
+            .map_err(backend)?;
+        if !self.unblocking.is_empty() {
+            // Under the write lock; the dependents are pending with unmet deps, which no claim
+            // touches, so this waits on nobody.
+            let stmt = tx
+                .prepare_cached(
+                    "UPDATE task SET unmet_deps = unmet_deps - d.c FROM (SELECT task AS dnum, count(*)::INT AS c \
+                     FROM task_dep WHERE dep = ANY($1) GROUP BY task) AS d WHERE num = d.dnum",
+                )
+                .await
+                .map_err(backend)?;
+            tx.execute(&stmt, &[&self.unblocking]).await.map_err(backend)?;
+        }
+        let stmt = tx
+            .prepare_cached(
+                "UPDATE run SET finished = e.at, outcome = e.outcome, error = e.error, tokens_in = e.tin, \
+                 tokens_out = e.tout \
+                 FROM unnest($1::BIGINT[], $2::INT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::BIGINT[]) \
+                 AS e(enum, eattempt, at, outcome, error, tin, tout) WHERE task = e.enum AND attempt = e.eattempt",
+            )
+            .await
+            .map_err(backend)?;
+        tx.execute(
+            &stmt,
+            &[
+                &self.nums,
+                &self.attempts,
+                &self.at,
+                &self.outcomes,
+                &self.errors,
+                &self.tokens_in,
+                &self.tokens_out,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        self.journal.insert(tx).await
+    }
+}
+
+/// New run records, column by column.
+#[derive(Default)]
+struct RunInserts {
+    nums: Vec<i64>,
+    attempts: Vec<i32>,
+    workers: Vec<String>,
+    actions: Vec<String>,
+    started: Vec<i64>,
+    keys: Vec<String>,
+}
+
+impl RunInserts {
+    fn push(&mut self, task: &Task, req: &ClaimRequest) {
+        self.nums.push(task.id.num() as i64);
+        self.attempts.push(task.attempt as i32);
+        self.workers.push(req.worker.clone());
+        self.actions.push(req.action.clone());
+        self.started.push(micros(req.now));
+        self.keys.push(idempotency_key(task.id, task.attempt));
+    }
+
+    async fn insert(&self, tx: &Transaction<'_>) -> Result<()> {
+        if self.nums.is_empty() {
+            return Ok(());
+        }
+        let stmt = tx
+            .prepare_cached(
+                "INSERT INTO run (task, attempt, worker, action, started, idempotency_key) \
+                 SELECT * FROM unnest($1::BIGINT[], $2::INT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::TEXT[])",
+            )
+            .await
+            .map_err(backend)?;
+        tx.execute(
+            &stmt,
+            &[&self.nums, &self.attempts, &self.workers, &self.actions, &self.started, &self.keys],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+}
+
+/// Journal entries, column by column, inserted in order with one statement.
+#[derive(Default)]
+pub(crate) struct JournalRows {
+    at: Vec<i64>,
+    nums: Vec<i64>,
+    ids: Vec<String>,
+    actors: Vec<String>,
+    kinds: Vec<String>,
+    before: Vec<String>,
+    after: Vec<String>,
+}
+
+impl JournalRows {
+    /// The changed fields of `before` → `after` (and the error, if any).
+    pub(crate) fn push(
+        &mut self,
+        at: Timestamp,
+        before: &Task,
+        after: &Task,
+        actor: &str,
+        kind: &str,
+        error: Option<&str>,
+    ) -> Result<()> {
+        let (b, mut a) = changed_fields(before, after);
+        if let Some(error) = error {
+            a.insert("error".into(), error.into());
+        }
+        self.at.push(micros(at));
+        self.nums.push(after.id.num() as i64);
+        self.ids.push(after.id.to_string());
+        self.actors.push(actor.to_owned());
+        self.kinds.push(kind.to_owned());
+        self.before.push(serde_json::to_string(&b).map_err(backend)?);
+        self.after.push(serde_json::to_string(&a).map_err(backend)?);
+        Ok(())
+    }
+
+    pub(crate) async fn insert(&self, tx: &Transaction<'_>) -> Result<()> {
+        if self.nums.is_empty() {
+            return Ok(());
+        }
+        let stmt = tx
+            .prepare_cached(
+                "INSERT INTO journal (at, task, task_id, actor, kind, before, after) \
+                 SELECT at, task, task_id, actor, kind, before, after \
+                 FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[]) \
+                 WITH ORDINALITY AS j(at, task, task_id, actor, kind, before, after, n) ORDER BY n",
+            )
+            .await
+            .map_err(backend)?;
+        tx.execute(
+            &stmt,
+            &[&self.at, &self.nums, &self.ids, &self.actors, &self.kinds, &self.before, &self.after],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+}
