@@ -244,117 +244,106 @@ fn fsync_rate(dir: &Path) -> f64 {
     rate
 }
 
-/// Seeds `n` independent ready tasks, then runs claim → trivial in-process executor → finish
-/// with `workers` workers claiming `batch_size` tasks per commit. Returns the time and commits.
-async fn claims_run<S: daicho_store::Store + 'static>(
-    store: std::sync::Arc<S>,
-    n: usize,
-    workers: usize,
-    batch_size: usize,
-) -> (Duration, usize) {
-    use daicho_core::Status;
-    use daicho_core::policy::FailurePolicy;
-    use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, UnknownDeps};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    let items: Vec<daicho_core::Item> =
-        (0..n).map(|i| daicho_core::Item::new(&format!("job {i}"), "bench")).collect();
-    let batch = Batch {
-        items,
-        actor: daicho_core::Actor::System,
-        now: jiff::Timestamp::now(),
-        file: "bench".into(),
-        unknown_deps: UnknownDeps::Refuse,
-    };
-    store.upsert(batch).await.expect("seed");
-    let commits = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let mut handles = Vec::new();
-    for w in 0..workers {
-        let store = Arc::clone(&store);
-        let commits = Arc::clone(&commits);
-        handles.push(tokio::spawn(async move {
-            let worker = format!("bench-{w}");
-            loop {
-                let now = jiff::Timestamp::now();
-                // A worker reads the ready set once for several claims.
-                let ready = store.ready(now, batch_size * 8).await.expect("ready");
-                if ready.tasks.is_empty() {
-                    return;
-                }
-                // Workers start at different offsets so they rarely race for one row.
-                let offset = (w * batch_size) % ready.tasks.len();
-                let requests: Vec<ClaimRequest> = ready
-                    .tasks
-                    .iter()
-                    .cycle()
-                    .skip(offset)
-                    .take(ready.tasks.len())
-                    .map(|t| ClaimRequest {
-                        id: t.id,
-                        worker: worker.clone(),
-                        action: "noop".into(),
-                        now,
-                        lease: jiff::SignedDuration::from_mins(5),
-                        require_run: false,
-                    })
-                    .collect();
-                // One claim commit per `batch_size` tasks, then one finish commit for them.
-                for chunk in requests.chunks(batch_size) {
-                    let outcomes = store.claim_many(chunk.to_vec()).await.expect("claim");
-                    commits.fetch_add(1, Ordering::Relaxed);
-                    let finishes: Vec<Finish> = outcomes
-                        .into_iter()
-                        .filter_map(|o| match o {
-                            ClaimOutcome::Claimed(t) => Some(Finish {
-                                id: t.id,
-                                attempt: t.attempt,
-                                worker: worker.clone(),
-                                now: jiff::Timestamp::now(),
-                                // The trivial in-process executor.
-                                end: RunEnd::Success {
-                                    result: "ok".into(),
-                                    status: Status::Done,
-                                    tokens_in: None,
-                                    tokens_out: None,
-                                },
-                                policy: FailurePolicy::default(),
-                            }),
-                            _ => None,
-                        })
-                        .collect();
-                    if !finishes.is_empty() {
-                        store.finish_many(finishes).await.expect("finish");
-                        commits.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-        }));
-    }
-    for h in handles {
-        h.await.expect("worker");
-    }
-    (started.elapsed(), commits.load(Ordering::Relaxed))
+/// Figures of one worker run.
+struct WorkFigures {
+    took: Duration,
+    tasks: usize,
+    /// Claim and finish commits made by the workers.
+    commits: usize,
 }
 
-fn report_claims(
-    backend: &str,
-    label: &str,
-    batch_size: usize,
-    n: usize,
-    took: Duration,
-    commits: usize,
-    limit: f64,
-) {
-    let tasks_per_s = n as f64 / took.as_secs_f64();
-    let commits_per_s = commits as f64 / took.as_secs_f64();
+/// Seeds `n` independent ready tasks (in commits of 10,000), then runs `workers` real worker
+/// loops (`Engine::work_with`, the loop of `daicho worker`), each with `slots` runs at once and
+/// a trivial in-process executor, until the queue is empty. `open` gives each worker its own
+/// store, as a separate process would have.
+async fn work_run<S, F, Fut>(open: F, n: usize, workers: usize, slots: usize) -> WorkFigures
+where
+    S: daicho_store::Store + 'static,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = S>,
+{
+    use daicho_engine::executor::ExecOutcome;
+    use daicho_engine::{Config, Engine, WorkOptions};
+    use std::sync::Arc;
+
+    let seed = open().await;
+    let items: Vec<daicho_core::Item> = (0..n)
+        .map(|i| {
+            let mut item = daicho_core::Item::new(&format!("job {i}"), "bench");
+            item.action = "noop".into();
+            item.tags = daicho_core::Tags::parse_list("ai");
+            item
+        })
+        .collect();
+    for chunk in items.chunks(10_000) {
+        let batch = daicho_store::Batch {
+            items: chunk.to_vec(),
+            actor: daicho_core::Actor::System,
+            now: jiff::Timestamp::now(),
+            file: "bench".into(),
+            unknown_deps: daicho_store::UnknownDeps::Refuse,
+        };
+        seed.upsert(batch).await.expect("seed");
+    }
+    drop(seed);
+    let config = Config::parse(
+        "[policy]\nlease = \"5m\"\n\n[[action]]\nname = \"noop\"\nkind = \"command\"\ncommand = [\"true\"]\nauto = true\non_success = \"done\"\n",
+        "bench.toml",
+    )
+    .expect("bench config");
+    let mut engines = Vec::new();
+    for w in 0..workers {
+        let store = Arc::new(open().await);
+        engines.push(Arc::new(Engine::new(store, config.clone(), None).with_worker(&format!("bench-{w}"))));
+    }
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for engine in engines {
+        handles.push(tokio::spawn(async move {
+            let options = WorkOptions { slots, poll: Duration::from_millis(50), once: true };
+            // The trivial executor: succeeds at once, in-process.
+            let runner = |_ctx, _action| async {
+                ExecOutcome::Success {
+                    result: "ok".into(),
+                    tasks: Vec::new(),
+                    tokens: None,
+                    push_error: None,
+                }
+            };
+            engine.work_with(options, std::future::pending(), runner).await.expect("work")
+        }));
+    }
+    let mut tasks = 0;
+    let mut commits = 0;
+    for h in handles {
+        let totals = h.await.expect("worker");
+        tasks += totals.ran;
+        commits += totals.claim_commits + totals.finish_commits;
+    }
+    WorkFigures { took: started.elapsed(), tasks, commits }
+}
+
+/// One line of claim figures. `syncs` is the number of durable flushes the server made (WAL
+/// syncs on PostgreSQL), when known.
+fn report_work(backend: &str, workers: usize, slots: usize, f: &WorkFigures, syncs: Option<i64>, fsync: f64) {
+    let secs = f.took.as_secs_f64();
+    let tasks_per_s = f.tasks as f64 / secs;
+    let flushes = match syncs {
+        Some(s) => format!(
+            ", {s} WAL syncs = {:.0}/s ({:.1} tasks per sync)",
+            s as f64 / secs,
+            f.tasks as f64 / s.max(1) as f64
+        ),
+        None => String::new(),
+    };
     println!(
-        "claims [{backend}]: {label}, {batch_size} per claim: {n} tasks in {} = {tasks_per_s:.0} tasks/s, {commits} commits = {commits_per_s:.0} commits/s ({:.1} tasks per commit pair; commits at {:.2}x the minimal commit rate; tasks/s at {:.2}x it)",
-        ms(took),
-        n as f64 / (commits as f64 / 2.0),
-        commits_per_s / limit,
-        tasks_per_s / limit
+        "claims [{backend}]: {workers} worker(s) x {slots} slot(s): {} tasks in {} = {tasks_per_s:.0} tasks/s ({:.2}x the fsync rate); {} commits = {:.0} commits/s ({:.1} tasks per commit){flushes}",
+        f.tasks,
+        ms(f.took),
+        tasks_per_s / fsync,
+        f.commits,
+        f.commits as f64 / secs,
+        2.0 * f.tasks as f64 / f.commits.max(1) as f64,
     );
 }
 
@@ -389,7 +378,6 @@ async fn ready_latency<S: daicho_store::Store>(store: &S, n: usize) -> Duration 
 
 fn bench_claims() {
     use daicho_sqlite::{SqliteOptions, SqliteStore};
-    use std::sync::Arc;
 
     let dir = std::env::temp_dir().join(format!("daicho-bench-claims-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a bench directory");
@@ -400,16 +388,16 @@ fn bench_claims() {
     );
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().expect("runtime");
-    let n = 2_000usize;
-    for (label, workers, batch_size) in
-        [("1 worker", 1usize, 1usize), ("4 workers", 4, 1), ("1 batching worker", 1, 16)]
-    {
-        let db = dir.join(format!("claims-{workers}-{batch_size}.db"));
-        let (took, commits) = runtime.block_on(async {
-            let store = Arc::new(SqliteStore::open(&db, SqliteOptions::default()).await.expect("open"));
-            claims_run(store, n, workers, batch_size).await
-        });
-        report_claims("sqlite", label, batch_size, n, took, commits, limit);
+    let n = bench_n();
+    for (workers, slots) in shapes() {
+        let db = dir.join(format!("claims-{workers}-{slots}.db"));
+        let figures = runtime.block_on(work_run(
+            || async { SqliteStore::open(&db, SqliteOptions::default()).await.expect("open") },
+            n,
+            workers,
+            slots,
+        ));
+        report_work("sqlite", workers, slots, &figures, None, raw);
     }
     let latency = runtime.block_on(async {
         let store = SqliteStore::open(dir.join("latency.db"), SqliteOptions::default()).await.expect("open");
@@ -419,11 +407,33 @@ fn bench_claims() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The worker shapes measured: (workers, slots each). One slot each is unbatched work (one task
+/// per commit); more slots let a worker batch its claims and its finishes.
+/// `DAICHO_BENCH_SHAPES` (`1x1,1x16`) picks some.
+const SHAPES: [(usize, usize); 6] = [(1, 1), (4, 1), (16, 1), (1, 16), (4, 4), (16, 16)];
+
+/// Tasks per claim run: `DAICHO_BENCH_N`, default 20,000 (a deep queue).
+fn bench_n() -> usize {
+    std::env::var("DAICHO_BENCH_N").ok().and_then(|n| n.parse().ok()).unwrap_or(20_000)
+}
+
+fn shapes() -> Vec<(usize, usize)> {
+    let picked = std::env::var("DAICHO_BENCH_SHAPES").unwrap_or_default();
+    SHAPES
+        .into_iter()
+        .filter(|(w, s)| picked.is_empty() || picked.split(',').any(|p| p.trim() == format!("{w}x{s}")))
+        .collect()
+}
+
+/// WAL syncs the server has made so far (`pg_stat_wal`, PostgreSQL 14+): its durable flushes.
+async fn wal_syncs(client: &tokio_postgres::Client) -> i64 {
+    client.query_one("SELECT wal_sync FROM pg_stat_wal", &[]).await.expect("pg_stat_wal").get(0)
+}
+
 /// The same figures on PostgreSQL (`DAICHO_BENCH_PG`, default the local server), each in a
 /// database of its own, dropped afterwards.
 fn bench_postgres() {
     use daicho_postgres::PgStore;
-    use std::sync::Arc;
 
     let admin = std::env::var("DAICHO_BENCH_PG")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
@@ -447,16 +457,18 @@ fn bench_postgres() {
         };
         client.batch_execute(&format!("DROP DATABASE {probe} WITH (FORCE)")).await.expect("drop");
         println!("postgres: {limit:.0} minimal durable commits/s (one INSERT per transaction): the limit of one commit each");
-        let n = 2_000usize;
-        for (label, workers, batch_size) in
-            [("1 worker", 1usize, 1usize), ("4 workers", 4, 1), ("16 workers", 16, 1), ("4 batching workers", 4, 16)]
-        {
-            let name = format!("daicho_bench_{}_{workers}_{batch_size}", std::process::id());
+        let n = bench_n();
+        let raw = fsync_rate(&std::env::temp_dir());
+        println!("fsync: {raw:.0} durable 4 KiB writes/s on this disk");
+        for (workers, slots) in shapes() {
+            let name = format!("daicho_bench_{}_{workers}_{slots}", std::process::id());
             client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create");
-            let store = Arc::new(PgStore::open(&format!("{base}/{name}")).await.expect("open"));
-            let (took, commits) = claims_run(Arc::clone(&store), n, workers, batch_size).await;
-            report_claims("postgres", label, batch_size, n, took, commits, limit);
-            drop(store);
+            let url = format!("{base}/{name}");
+            let before = wal_syncs(&client).await;
+            let figures = work_run(|| async { PgStore::open(&url).await.expect("open") }, n, workers, slots).await;
+            // The seeding's syncs are few (2 commits); they are counted in, to err on the low side.
+            let syncs = wal_syncs(&client).await - before;
+            report_work("postgres", workers, slots, &figures, Some(syncs), raw);
             client.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).await.expect("drop");
         }
         let name = format!("daicho_bench_latency_{}", std::process::id());
@@ -464,6 +476,20 @@ fn bench_postgres() {
         let store = PgStore::open(&format!("{base}/{name}")).await.expect("open");
         let latency = ready_latency(&store, 100_000).await;
         println!("ready [postgres]: in-process on 100,000 ready tasks: median {} of 30", ms(latency));
+        // The steady state once autovacuum has visited: the count is an index-only scan then.
+        client.batch_execute("SELECT 1").await.expect("alive");
+        let (c, conn) = tokio_postgres::connect(&format!("{base}/{name}"), tokio_postgres::NoTls).await.expect("connect");
+        tokio::spawn(conn);
+        c.batch_execute("VACUUM ANALYZE task").await.expect("vacuum");
+        let mut times = Vec::new();
+        for _ in 0..30 {
+            let started = Instant::now();
+            let set = daicho_store::Store::ready(&store, jiff::Timestamp::now(), 50).await.expect("ready");
+            times.push(started.elapsed());
+            assert_eq!(set.total, 100_000);
+        }
+        println!("ready [postgres]: the same after VACUUM (as autovacuum leaves it): median {} of 30", ms(median_of(&mut times).1));
+        drop(c);
         drop(store);
         client.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).await.expect("drop");
     });

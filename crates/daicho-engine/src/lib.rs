@@ -10,8 +10,10 @@
 pub mod config;
 pub mod executor;
 pub mod llm;
+mod work;
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +25,7 @@ use jiff::Timestamp;
 
 pub use config::{ActionConfig, ActionKind, Config, ConfigError};
 use executor::{ExecOutcome, RunContext};
+pub use work::{WorkOptions, WorkTotals};
 
 /// A sweep role (R1): what a scheduled invocation does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +129,25 @@ pub enum RunOne {
     Held(Held),
 }
 
+/// A run done by an executor, its end not yet recorded.
+#[derive(Debug)]
+pub struct Performed {
+    ctx: RunContext,
+    action: String,
+    on_success: Status,
+    /// `None` when the lease was lost while running.
+    outcome: Option<ExecOutcome>,
+}
+
+/// Runs `action`'s executor for a claimed task: a child process or an LLM API request.
+pub async fn exec(ctx: RunContext, action: ActionConfig) -> ExecOutcome {
+    let timeout = Duration::try_from(action.timeout).unwrap_or(Duration::from_secs(1800));
+    match &action.kind {
+        ActionKind::Command { argv } => executor::run_command(argv, &ctx, timeout).await,
+        ActionKind::Llm(llm) => llm::run_llm(llm, &ctx, timeout).await,
+    }
+}
+
 /// How many ready rows one sweep examines; the rest count as truncated.
 const SWEEP_SCAN: usize = 5_000;
 
@@ -176,18 +198,18 @@ impl<S: Store + 'static> Engine<S> {
 
     /// The kill switch (S8): the ledger's flag or the `PAUSED` file.
     pub async fn paused(&self) -> Result<Option<String>, StoreError> {
-        if let Some(file) = &self.pause_file
-            && file.exists()
-        {
-            let reason = std::fs::read_to_string(file).unwrap_or_default();
-            let reason = reason.trim();
-            return Ok(Some(if reason.is_empty() {
-                format!("{} exists", file.display())
-            } else {
-                reason.to_owned()
-            }));
+        match self.pause_file_reason() {
+            Some(reason) => Ok(Some(reason)),
+            None => self.store.paused().await,
         }
-        self.store.paused().await
+    }
+
+    /// The kill switch's `PAUSED` file, when it exists: its text, or that it exists.
+    fn pause_file_reason(&self) -> Option<String> {
+        let file = self.pause_file.as_ref().filter(|f| f.exists())?;
+        let reason = std::fs::read_to_string(file).unwrap_or_default();
+        let reason = reason.trim();
+        Some(if reason.is_empty() { format!("{} exists", file.display()) } else { reason.to_owned() })
     }
 
     async fn gate_counts(&self, now: Timestamp) -> Result<daicho_core::policy::RunCounts, StoreError> {
@@ -349,96 +371,135 @@ impl<S: Store + 'static> Engine<S> {
 
     /// Runs a claimed task with heartbeats, records its end, pushes what it found.
     async fn execute(&self, task: Task, action: &ActionConfig) -> Result<RunReport, StoreError> {
+        let done = self.perform(task, action, exec).await;
+        let mut reports = self.record(vec![done]).await?;
+        reports.pop().ok_or_else(|| StoreError::Backend("no report for a run".into()))
+    }
+
+    /// Runs a claimed task with `runner` while heartbeats keep its lease. The outcome is `None`
+    /// when the lease was lost meanwhile (the run's end is then not recorded).
+    async fn perform<R, F>(&self, task: Task, action: &ActionConfig, runner: R) -> Performed
+    where
+        R: FnOnce(RunContext, ActionConfig) -> F,
+        F: Future<Output = ExecOutcome>,
+    {
         let ctx = RunContext::new(task, &action.spec.name);
         let (id, attempt) = (ctx.task.id, ctx.task.attempt);
         tracing::info!(task = %id, attempt, action = %action.spec.name, "run starts");
-        let timeout = Duration::try_from(action.timeout).unwrap_or(Duration::from_secs(1800));
-        let run = async {
-            match &action.kind {
-                ActionKind::Command { argv } => executor::run_command(argv, &ctx, timeout).await,
-                ActionKind::Llm(llm) => llm::run_llm(llm, &ctx, timeout).await,
-            }
-        };
+        let run = runner(ctx.clone(), action.clone());
         let outcome = tokio::select! {
             outcome = run => Some(outcome),
             lost = self.keep_lease(id, attempt) => { tracing::warn!(task = %id, "lease lost while running: {lost}"); None }
         };
-        let mut report = RunReport {
-            id,
-            title: ctx.task.title.clone(),
+        Performed {
+            ctx,
             action: action.spec.name.clone(),
-            attempt,
-            result: RunResult::LeaseLost,
-            status: None,
-            error: None,
-            pushed: None,
-            push_error: None,
-        };
-        let Some(outcome) = outcome else {
-            return Ok(report);
-        };
-        let (end, found, push_error) = match outcome {
-            ExecOutcome::Success { result, tasks, tokens, push_error } => (
-                RunEnd::Success {
-                    result,
-                    status: action.spec.on_success.status(),
-                    tokens_in: tokens.map(|t| t.0),
-                    tokens_out: tokens.map(|t| t.1),
-                },
-                tasks,
-                push_error,
-            ),
-            ExecOutcome::Failure { error, timeout } => {
-                report.error = Some(error.clone());
-                (RunEnd::Failure { error, timeout }, Vec::new(), None)
-            }
-        };
-        report.result = match &end {
-            RunEnd::Success { .. } => RunResult::Success,
-            RunEnd::Failure { timeout: true, .. } => RunResult::Timeout,
-            RunEnd::Failure { .. } => RunResult::Failure,
-        };
-        let finish = Finish {
-            id,
-            attempt,
-            worker: self.worker.clone(),
-            now: Timestamp::now(),
-            end,
-            policy: self.config.policy.failures,
-        };
-        match self.store.finish(finish).await {
-            Ok(row) => report.status = Some(row.status),
-            Err(StoreError::LeaseLost { .. }) => {
-                report.result = RunResult::LeaseLost;
-                return Ok(report);
-            }
-            Err(e) => return Err(e),
+            on_success: action.spec.on_success.status(),
+            outcome,
         }
-        tracing::info!(task = %id, attempt, result = ?report.result, status = ?report.status, "run ends");
-        if let Some(error) = push_error {
-            report.push_error = Some(error.clone());
-            self.store.note_run(id, attempt, format!("found tasks not pushed: {error}")).await?;
-        }
-        if !found.is_empty() {
-            let batch = Batch {
-                items: found,
-                actor: Actor::Push(action.spec.name.clone()),
-                now: Timestamp::now(),
-                file: format!("<output of run {}>", ctx.idempotency_key),
-                unknown_deps: UnknownDeps::Refuse,
+    }
+
+    /// Records the ends of several runs in one transaction (fenced by attempt each), then pushes
+    /// each run's found tasks in a transaction of its own (X2). One report per run, in order.
+    async fn record(&self, done: Vec<Performed>) -> Result<Vec<RunReport>, StoreError> {
+        let mut reports = Vec::with_capacity(done.len());
+        let mut finishes = Vec::with_capacity(done.len());
+        let mut after = Vec::with_capacity(done.len());
+        for performed in done {
+            let Performed { ctx, action, on_success, outcome } = performed;
+            let mut report = RunReport {
+                id: ctx.task.id,
+                title: ctx.task.title.clone(),
+                action,
+                attempt: ctx.task.attempt,
+                result: RunResult::LeaseLost,
+                status: None,
+                error: None,
+                pushed: None,
+                push_error: None,
             };
-            match self.store.upsert(batch).await {
-                Ok(pushed) => {
-                    report.pushed = Some((pushed.added.len(), pushed.updated.len(), pushed.skipped.len()))
+            let Some(outcome) = outcome else {
+                reports.push((report, false));
+                continue;
+            };
+            let (end, found, push_error) = match outcome {
+                ExecOutcome::Success { result, tasks, tokens, push_error } => (
+                    RunEnd::Success {
+                        result,
+                        status: on_success,
+                        tokens_in: tokens.map(|t| t.0),
+                        tokens_out: tokens.map(|t| t.1),
+                    },
+                    tasks,
+                    push_error,
+                ),
+                ExecOutcome::Failure { error, timeout } => {
+                    report.error = Some(error.clone());
+                    (RunEnd::Failure { error, timeout }, Vec::new(), None)
                 }
-                Err(e) => {
-                    // X2: a failure to register never fails the producer's run.
-                    report.push_error = Some(e.to_string());
-                    self.store.note_run(id, attempt, format!("found tasks not pushed: {e}")).await?;
+            };
+            report.result = match &end {
+                RunEnd::Success { .. } => RunResult::Success,
+                RunEnd::Failure { timeout: true, .. } => RunResult::Timeout,
+                RunEnd::Failure { .. } => RunResult::Failure,
+            };
+            finishes.push(Finish {
+                id: ctx.task.id,
+                attempt: ctx.task.attempt,
+                worker: self.worker.clone(),
+                now: Timestamp::now(),
+                end,
+                policy: self.config.policy.failures,
+            });
+            after.push((found, push_error, ctx.idempotency_key.clone()));
+            reports.push((report, true));
+        }
+        let ends = if finishes.is_empty() { Vec::new() } else { self.store.finish_many(finishes).await? };
+        // Ends and what follows them come back in the order the recorded runs were pushed.
+        let mut ends = ends.into_iter().zip(after);
+        let mut out = Vec::with_capacity(reports.len());
+        for (mut report, recorded) in reports {
+            let Some((end, (found, push_error, key))) = recorded.then(|| ends.next()).flatten() else {
+                out.push(report);
+                continue;
+            };
+            match end {
+                Ok(row) => report.status = Some(row.status),
+                Err(StoreError::LeaseLost { .. }) => {
+                    report.result = RunResult::LeaseLost;
+                    out.push(report);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            let (id, attempt) = (report.id, report.attempt);
+            tracing::info!(task = %id, attempt, result = ?report.result, status = ?report.status, "run ends");
+            if let Some(error) = push_error {
+                report.push_error = Some(error.clone());
+                self.store.note_run(id, attempt, format!("found tasks not pushed: {error}")).await?;
+            }
+            if !found.is_empty() {
+                let batch = Batch {
+                    items: found,
+                    actor: Actor::Push(report.action.clone()),
+                    now: Timestamp::now(),
+                    file: format!("<output of run {key}>"),
+                    unknown_deps: UnknownDeps::Refuse,
+                };
+                match self.store.upsert(batch).await {
+                    Ok(pushed) => {
+                        report.pushed = Some((pushed.added.len(), pushed.updated.len(), pushed.skipped.len()))
+                    }
+                    Err(e) => {
+                        // X2: a failure to register never fails the producer's run.
+                        report.push_error = Some(e.to_string());
+                        self.store.note_run(id, attempt, format!("found tasks not pushed: {e}")).await?;
+                    }
                 }
             }
+            out.push(report);
         }
-        Ok(report)
+        Ok(out)
     }
 
     /// Extends the lease every third of its length; returns only when the lease is lost.

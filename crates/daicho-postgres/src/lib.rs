@@ -31,6 +31,9 @@ use tokio_postgres::types::ToSql;
 
 use crate::rows::{COLUMNS, micros, read_task};
 
+/// Rows added by one upsert from which the table statistics are refreshed right after it.
+const ANALYZE_AFTER: usize = 1_000;
+
 /// The advisory lock that serializes structural writes.
 const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
 
@@ -157,7 +160,7 @@ macro_rules! in_tx {
     ($self:ident, lock, |$tx:ident| $body:expr) => {{
         let mut client = $self.client().await?;
         let $tx = client.transaction().await.map_err(backend)?;
-        $tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).await.map_err(backend)?;
+        write_lock(&$tx).await?;
         let out = $body;
         $tx.commit().await.map_err(backend)?;
         Ok(out)
@@ -198,13 +201,21 @@ impl Store for PgStore {
     }
 
     async fn upsert(&self, batch: Batch) -> Result<UpsertReport> {
-        in_tx!(self, lock, |tx| {
+        let report: Result<UpsertReport> = in_tx!(self, lock, |tx| {
             let report = upsert_in(&tx, &batch).await?;
             if !report.added.is_empty() {
                 notify_ready(&tx).await?;
             }
             report
-        })
+        });
+        let report = report?;
+        if report.added.len() >= ANALYZE_AFTER {
+            // Fresh statistics, so that the planner knows how many rows are pending now (the
+            // server's autovacuum would only notice after a while, or never for a small share).
+            let client = self.client().await?;
+            client.batch_execute("ANALYZE task, task_dep").await.map_err(backend)?;
+        }
+        Ok(report)
     }
 
     async fn get(&self, id: TaskId) -> Result<Option<Task>> {
@@ -232,6 +243,16 @@ impl Store for PgStore {
                 .map_err(backend)?;
             ReadySet { tasks: rows.iter().map(read_task).collect::<Result<_>>()?, total: total as usize }
         })
+    }
+
+    async fn ready_head(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT $2"))
+            .await
+            .map_err(backend)?;
+        let rows = client.query(&stmt, &[&micros(now), &(limit as i64)]).await.map_err(backend)?;
+        rows.iter().map(read_task).collect()
     }
 
     async fn edit(&self, id: TaskId, edit: TaskEdit, actor: Actor, now: Timestamp) -> Result<Task> {
@@ -286,13 +307,8 @@ impl Store for PgStore {
         if finishes.is_empty() {
             return Ok(Vec::new());
         }
-        in_tx!(self, lock, |tx| {
-            let out = runs::finish_many_in(&tx, &finishes).await?;
-            if out.iter().any(Result::is_ok) {
-                notify_ready(&tx).await?;
-            }
-            out
-        })
+        // The write lock is taken by `finish_many_in` itself, pipelined with its first read.
+        in_tx!(self, |tx| runs::finish_many_in(&tx, &finishes).await?)
     }
 
     async fn heartbeat(&self, id: TaskId, attempt: u32, worker: &str, until: Timestamp) -> Result<()> {
@@ -318,13 +334,7 @@ impl Store for PgStore {
     }
 
     async fn expire_leases(&self, now: Timestamp, policy: FailurePolicy) -> Result<Vec<(TaskId, Status)>> {
-        in_tx!(self, lock, |tx| {
-            let lost = runs::expire_in(&tx, now, policy).await?;
-            if !lost.is_empty() {
-                notify_ready(&tx).await?;
-            }
-            lost
-        })
+        in_tx!(self, lock, |tx| runs::expire_in(&tx, now, policy).await?)
     }
 
     async fn set_paused(&self, reason: Option<String>, actor: Actor, now: Timestamp) -> Result<()> {
@@ -517,17 +527,23 @@ fn rx_try_drain(rx: Option<&mut tokio::sync::mpsc::UnboundedReceiver<()>>) -> bo
     rx.is_some_and(|rx| rx.try_recv().is_ok())
 }
 
+/// Takes the write lock (until the transaction ends).
+async fn write_lock(tx: &Transaction<'_>) -> Result<()> {
+    let lock = tx.prepare_cached("SELECT pg_advisory_xact_lock($1)").await.map_err(backend)?;
+    tx.execute(&lock, &[&WRITE_LOCK]).await.map_err(backend)?;
+    Ok(())
+}
+
 /// Announces (at commit) that work may have become ready.
 async fn notify_ready(tx: &Transaction<'_>) -> Result<()> {
-    tx.batch_execute(&format!("NOTIFY {READY_CHANNEL}")).await.map_err(backend)
+    let stmt = tx.prepare_cached("SELECT pg_notify($1, '')").await.map_err(backend)?;
+    tx.execute(&stmt, &[&READY_CHANNEL]).await.map_err(backend)?;
+    Ok(())
 }
 
 async fn paused_in(tx: &Transaction<'_>) -> Result<Option<String>> {
-    Ok(tx
-        .query_opt("SELECT value FROM setting WHERE name = 'paused'", &[])
-        .await
-        .map_err(backend)?
-        .map(|r| r.get(0)))
+    let stmt = tx.prepare_cached("SELECT value FROM setting WHERE name = 'paused'").await.map_err(backend)?;
+    Ok(tx.query_opt(&stmt, &[]).await.map_err(backend)?.map(|r| r.get(0)))
 }
 
 #[allow(clippy::too_many_arguments, reason = "one column each")]

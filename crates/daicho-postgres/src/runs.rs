@@ -15,7 +15,9 @@ use crate::rows::{COLUMNS, micros, read_task};
 
 /// Claims every request that is claimable, in one statement that locks the rows it takes
 /// (`FOR UPDATE SKIP LOCKED`: a row another transaction holds is skipped, never waited for), then
-/// writes the run records and the journal entries in one statement each.
+/// writes the run records and the journal entries in one statement each. Each row is looked up
+/// by its primary key (the lateral join), whatever the planner's statistics say about how many
+/// rows are pending.
 pub(crate) async fn claim_many_in(
     tx: &Transaction<'_>,
     requests: &[ClaimRequest],
@@ -38,11 +40,11 @@ pub(crate) async fn claim_many_in(
                  AS r(rnum, require_run, worker, now, expires)), \
              picked AS (SELECT t.num AS pnum, t.run AS old_run, t.run_at AS old_run_at, \
                  t.updated_at AS old_updated_at, req.worker AS new_owner, req.now AS new_now, \
-                 req.expires AS new_expires FROM task t JOIN req ON req.rnum = t.num \
-                 WHERE t.status = 'pending' AND t.unmet_deps = 0 \
-                 AND (t.not_before IS NULL OR t.not_before <= req.now) AND (NOT req.require_run OR t.run) \
-                 AND NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused') \
-                 ORDER BY t.num FOR UPDATE OF t SKIP LOCKED) \
+                 req.expires AS new_expires FROM req CROSS JOIN LATERAL (SELECT num, run, run_at, updated_at \
+                 FROM task WHERE num = req.rnum AND status = 'pending' AND unmet_deps = 0 \
+                 AND (not_before IS NULL OR not_before <= req.now) AND (NOT req.require_run OR run) \
+                 FOR UPDATE SKIP LOCKED) AS t \
+                 WHERE NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused')) \
              UPDATE task SET status = 'running', run = false, run_at = picked.new_now, attempt = attempt + 1, \
                  lease_owner = picked.new_owner, lease_expires_at = picked.new_expires, \
                  updated_at = picked.new_now \
@@ -78,9 +80,11 @@ pub(crate) async fn claim_many_in(
         )?;
         claimed.insert(after.id, after);
     }
-    runs.insert(tx).await?;
-    journal.insert(tx).await?;
-    let paused = if claimed.len() < requests.len() { crate::paused_in(tx).await? } else { None };
+    // The run records, the journal and (when some request was refused) the kill switch, in one
+    // round trip: the statements are independent, and tokio-postgres pipelines them.
+    let short = claimed.len() < requests.len();
+    let paused = async { if short { crate::paused_in(tx).await } else { Ok(None) } };
+    let ((), (), paused) = tokio::try_join!(runs.insert(tx), journal.insert(tx), paused)?;
     Ok(requests
         .iter()
         .enumerate()
@@ -94,14 +98,15 @@ pub(crate) async fn claim_many_in(
         .collect())
 }
 
-/// Records run ends: the rows are locked in id order, each end is checked against its fence
+/// Records run ends under the write lock: the rows are locked in id order, each end is checked against its fence
 /// (status `running`, same attempt, same lease owner) and the accepted ones are written with one
 /// statement per table, whatever their number. A stale end gets its own `LeaseLost`.
 pub(crate) async fn finish_many_in(tx: &Transaction<'_>, finishes: &[Finish]) -> Result<Vec<Result<Task>>> {
     let mut nums: Vec<i64> = finishes.iter().map(|f| f.id.num() as i64).collect();
     nums.sort_unstable();
     nums.dedup();
-    let mut current = lock_rows(tx, &nums).await?;
+    // The write lock, then the rows: one round trip (pipelined, executed in this order).
+    let ((), mut current) = tokio::try_join!(crate::write_lock(tx), lock_rows(tx, &nums))?;
     let mut ends = Ends::default();
     let mut out = Vec::with_capacity(finishes.len());
     for finish in finishes {
@@ -269,25 +274,32 @@ impl Ends {
         self.journal.push(after.updated_at, before, after, actor, kind, error)
     }
 
+    /// Writes the ends: the rows, their dependents' counters, the run records and the journal,
+    /// and the ready notification, in one round trip (independent statements, pipelined by
+    /// tokio-postgres; a finished row is never a dependent of another in the same batch, since it
+    /// was claimed with no unmet deps).
     async fn write(&self, tx: &Transaction<'_>) -> Result<()> {
         if self.nums.is_empty() {
             return Ok(());
         }
-        // A row may end twice in one batch only if a stale end was refused, so each row appears
-        // at most once among the accepted ends.
-        let stmt = tx
-            .prepare_cached(
-                "UPDATE task SET status = e.status, result = e.result, failures = e.failures, lease_owner = NULL, \
-                 lease_expires_at = NULL, updated_at = e.at \
-                 FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::INT[], $5::BIGINT[]) \
-                 AS e(enum, status, result, failures, at) WHERE num = e.enum",
-            )
-            .await
-            .map_err(backend)?;
-        tx.execute(&stmt, &[&self.nums, &self.statuses, &self.results, &self.failures, &self.at])
-            .await
-            .map_err(backend)?;
-        if !self.unblocking.is_empty() {
+        let rows = async {
+            let stmt = tx
+                .prepare_cached(
+                    "UPDATE task SET status = e.status, result = e.result, failures = e.failures, \
+                     lease_owner = NULL, lease_expires_at = NULL, updated_at = e.at \
+                     FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::INT[], $5::BIGINT[]) \
+                     AS e(enum, status, result, failures, at) WHERE num = e.enum",
+                )
+                .await
+                .map_err(backend)?;
+            tx.execute(&stmt, &[&self.nums, &self.statuses, &self.results, &self.failures, &self.at])
+                .await
+                .map_err(backend)
+        };
+        let dependents = async {
+            if self.unblocking.is_empty() {
+                return Ok(0);
+            }
             // Under the write lock; the dependents are pending with unmet deps, which no claim
             // touches, so this waits on nobody.
             let stmt = tx
@@ -297,32 +309,37 @@ impl Ends {
                 )
                 .await
                 .map_err(backend)?;
-            tx.execute(&stmt, &[&self.unblocking]).await.map_err(backend)?;
-        }
-        let stmt = tx
-            .prepare_cached(
-                "UPDATE run SET finished = e.at, outcome = e.outcome, error = e.error, tokens_in = e.tin, \
-                 tokens_out = e.tout \
-                 FROM unnest($1::BIGINT[], $2::INT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::BIGINT[]) \
-                 AS e(enum, eattempt, at, outcome, error, tin, tout) WHERE task = e.enum AND attempt = e.eattempt",
+            tx.execute(&stmt, &[&self.unblocking]).await.map_err(backend)
+        };
+        let runs = async {
+            let stmt = tx
+                .prepare_cached(
+                    "UPDATE run SET finished = e.at, outcome = e.outcome, error = e.error, tokens_in = e.tin, \
+                     tokens_out = e.tout \
+                     FROM unnest($1::BIGINT[], $2::INT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::BIGINT[]) \
+                     AS e(enum, eattempt, at, outcome, error, tin, tout) WHERE task = e.enum AND attempt = e.eattempt",
+                )
+                .await
+                .map_err(backend)?;
+            tx.execute(
+                &stmt,
+                &[
+                    &self.nums,
+                    &self.attempts,
+                    &self.at,
+                    &self.outcomes,
+                    &self.errors,
+                    &self.tokens_in,
+                    &self.tokens_out,
+                ],
             )
             .await
-            .map_err(backend)?;
-        tx.execute(
-            &stmt,
-            &[
-                &self.nums,
-                &self.attempts,
-                &self.at,
-                &self.outcomes,
-                &self.errors,
-                &self.tokens_in,
-                &self.tokens_out,
-            ],
-        )
-        .await
-        .map_err(backend)?;
-        self.journal.insert(tx).await
+            .map_err(backend)
+        };
+        // Workers waiting for work are told (at commit) that some may be ready now.
+        let notify = crate::notify_ready(tx);
+        tokio::try_join!(rows, dependents, runs, self.journal.insert(tx), notify)?;
+        Ok(())
     }
 }
 

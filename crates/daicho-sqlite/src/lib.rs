@@ -285,6 +285,20 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn ready_head(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>> {
+        self.read(move |tx| {
+            let mut stmt = tx
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT ?2"
+                ))
+                .map_err(backend)?;
+            stmt.query_map(params![now.as_microsecond(), limit as i64], read_task)
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Task>>>())
+                .map_err(backend)
+        })
+        .await
+    }
+
     async fn edit(&self, id: TaskId, edit: TaskEdit, actor: Actor, now: Timestamp) -> Result<Task> {
         self.write(move |tx| edit_in(tx, id, &edit, &actor, now)).await
     }

@@ -836,6 +836,13 @@ pub async fn a_random_walk_keeps_ready_exact_and_the_graph_acyclic<B: Backend>(b
         let got: Vec<TaskId> =
             store.ready(now, 1000).await.expect("ready").tasks.iter().map(|t| t.id).collect();
         assert_eq!(got, want, "step {step} ({what}): the ready set drifted from the definition");
+        let head: Vec<TaskId> =
+            store.ready_head(now, 3).await.expect("ready_head").iter().map(|t| t.id).collect();
+        assert_eq!(
+            head,
+            want[..want.len().min(3)],
+            "step {step} ({what}): ready_head is not the head of ready"
+        );
         assert!(rows.iter().all(|t| t.failures <= 3), "step {step}: failures over the cap");
     }
 }

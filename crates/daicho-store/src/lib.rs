@@ -294,6 +294,10 @@ pub trait Store: Send + Sync {
     /// plus the total count. An index range scan, not a walk of the graph.
     fn ready(&self, now: Timestamp, limit: usize) -> impl Future<Output = Result<ReadySet>> + Send;
 
+    /// The first `limit` rows of the ready set, as [`Store::ready`] orders them, without counting
+    /// the rest (a worker looking for its next claims needs no total).
+    fn ready_head(&self, now: Timestamp, limit: usize) -> impl Future<Output = Result<Vec<Task>>> + Send;
+
     /// Applies a person's edit to one row and returns the row as stored afterwards (read back
     /// in the same transaction). An edit that changes nothing writes nothing.
     ///

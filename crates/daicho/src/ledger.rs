@@ -102,6 +102,10 @@ impl Store for AnyStore {
     async fn ready(&self, now: Timestamp, limit: usize) -> Result<ReadySet> {
         delegate!(self.ready(now, limit))
     }
+
+    async fn ready_head(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>> {
+        delegate!(self.ready_head(now, limit))
+    }
     async fn edit(&self, id: TaskId, edit: TaskEdit, actor: Actor, now: Timestamp) -> Result<Task> {
         delegate!(self.edit(id, edit, actor, now))
     }

@@ -2,18 +2,19 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use daicho_engine::{Role, RunResult};
+use daicho_engine::WorkOptions;
 
 use super::Context;
 use crate::output;
 
 /// Claim and run ready tasks until stopped (Ctrl-C or SIGTERM): rows a person ticked first, then
-/// automatic runs, by the same rules as `daicho sweep`. No scheduler, no UI: start one on every
-/// machine that shares a PostgreSQL ledger (`--db postgres://…`).
+/// automatic runs, by the same rules as `daicho sweep`. With `--concurrency N`, up to N runs go
+/// at once; claims for free slots and the ends of finished runs are each batched into one
+/// commit. No scheduler, no UI: start one on every machine that shares a PostgreSQL ledger
+/// (`--db postgres://…`).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How many tasks this worker runs at once.
@@ -31,75 +32,37 @@ pub struct Args {
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let poll: jiff::SignedDuration = args.poll.parse().context("--poll: a duration such as 2s or 500ms")?;
     let poll = Duration::try_from(poll).context("--poll must be positive")?;
-    let engine = Arc::new(ctx.engine().await?);
-    let ran = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicUsize::new(0));
-    let lost = Arc::new(AtomicUsize::new(0));
-    let mut loops = tokio::task::JoinSet::new();
-    for _ in 0..args.concurrency.max(1) {
-        let (engine, ran, failed, lost) =
-            (Arc::clone(&engine), Arc::clone(&ran), Arc::clone(&failed), Arc::clone(&lost));
-        let once = args.once;
-        loops.spawn(async move {
-            loop {
-                let mut any = false;
-                for role in [Role::RunRequested, Role::Auto] {
-                    let report = engine.sweep(role, 1).await?;
-                    lost.fetch_add(report.lost.len(), Ordering::Relaxed);
-                    for run in &report.ran {
-                        any = true;
-                        ran.fetch_add(1, Ordering::Relaxed);
-                        if run.result != RunResult::Success {
-                            failed.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    if report.paused.is_some() {
-                        break;
-                    }
-                }
-                if !any {
-                    if once {
-                        return Ok::<(), daicho_store::StoreError>(());
-                    }
-                    // Woken early by the ledger's notifications (PostgreSQL), else after `poll`.
-                    daicho_store::Store::wait_for_work(engine.store(), poll).await;
-                }
-            }
-        });
+    if args.concurrency == 0 {
+        anyhow::bail!("--concurrency must be at least 1");
     }
+    let engine = Arc::new(ctx.engine().await?);
     let stop = async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+            return std::future::pending().await;
+        };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
         }
-        Ok::<(), std::io::Error>(())
+        tracing::info!("stopping: runs under way are abandoned and counted as lost after their lease");
     };
-    let outcome: anyhow::Result<()> = tokio::select! {
-        stopped = stop => {
-            stopped?;
-            tracing::info!("stopping: runs under way are abandoned and counted as lost after their lease");
-            Ok(())
-        }
-        result = async {
-            while let Some(joined) = loops.join_next().await {
-                joined.context("a worker loop panicked")??;
-            }
-            Ok::<(), anyhow::Error>(())
-        } => result,
-    };
-    outcome?;
+    let options = WorkOptions { slots: args.concurrency, poll, once: args.once };
+    let totals = engine.work(options, stop).await?;
     let summary = serde_json::json!({
-        "ran": ran.load(Ordering::Relaxed),
-        "failed": failed.load(Ordering::Relaxed),
-        "lost_counted": lost.load(Ordering::Relaxed),
+        "ran": totals.ran,
+        "failed": totals.failed,
+        "lease_lost": totals.lease_lost,
+        "lost_counted": totals.lost_counted,
+        "queued": totals.queued,
+        "claim_commits": totals.claim_commits,
+        "finish_commits": totals.finish_commits,
     });
     if ctx.json {
         output::print_json(&summary)?;
     } else {
         output::print(&format!(
             "worker done: {} runs, {} failed, {} lost runs counted",
-            summary["ran"], summary["failed"], summary["lost_counted"]
+            totals.ran, totals.failed, totals.lost_counted
         ))?;
     }
     Ok(ExitCode::SUCCESS)

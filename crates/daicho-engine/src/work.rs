@@ -1,0 +1,281 @@
+//! The worker loop (`daicho worker`): keeps up to N runs going, claiming for every free slot in
+//! one commit and recording every run that ended meanwhile in one commit, so that with a deep
+//! queue a durable commit carries many tasks instead of one.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use daicho_core::TaskId;
+use daicho_core::policy::{Gate, Hold, Mode, decide};
+use daicho_store::{ClaimOutcome, ClaimRequest, Store, StoreError};
+use jiff::Timestamp;
+use tokio::task::JoinSet;
+
+use crate::executor::{ExecOutcome, RunContext};
+use crate::{ActionConfig, Engine, Performed, RunReport, RunResult, exec};
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct WorkOptions {
+    /// Runs at once.
+    pub slots: usize,
+    /// How long to wait before looking again when nothing was eligible (the ledger's
+    /// notifications wake the worker earlier where the store has them).
+    pub poll: Duration,
+    /// Return once nothing is running and nothing is eligible.
+    pub once: bool,
+}
+
+/// What a worker did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkTotals {
+    /// Runs whose end was recorded or lost.
+    pub ran: usize,
+    /// Runs that failed or timed out.
+    pub failed: usize,
+    /// Runs whose lease was lost before their end was recorded.
+    pub lease_lost: usize,
+    /// Lost runs of others (or of a killed predecessor) counted by this worker (S4).
+    pub lost_counted: usize,
+    /// External tasks put in the approval queue.
+    pub queued: usize,
+    /// Claim commits made (each for one or more tasks).
+    pub claim_commits: usize,
+    /// Finish commits made (each for one or more runs).
+    pub finish_commits: usize,
+}
+
+impl WorkTotals {
+    fn count(&mut self, report: &RunReport) {
+        self.ran += 1;
+        match report.result {
+            RunResult::Success => {}
+            RunResult::Failure | RunResult::Timeout => self.failed += 1,
+            RunResult::LeaseLost => self.lease_lost += 1,
+        }
+    }
+}
+
+/// How long a worker waits, once a run has ended, for other runs to end, so that one commit
+/// records them all. Short: a run's end is not durable until it is recorded.
+const RECORD_GRACE: Duration = Duration::from_millis(3);
+
+/// How long a worker leaves a task alone after its run failed here (S3: no self-retry).
+const RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// How many ready rows one look examines for every free slot (ineligible rows are skipped).
+const SCAN_PER_SLOT: usize = 8;
+
+impl<S: Store + 'static> Engine<S> {
+    /// Claims and runs ready tasks with the configured executors until `stop` resolves (or, with
+    /// `once`, until nothing is left). Runs under way when `stop` resolves are abandoned: their
+    /// leases expire and they are counted as lost runs (S4).
+    ///
+    /// # Errors
+    ///
+    /// A store error; runs already recorded stay recorded.
+    pub async fn work(
+        self: &Arc<Self>,
+        options: WorkOptions,
+        stop: impl Future<Output = ()>,
+    ) -> Result<WorkTotals, StoreError> {
+        self.work_with(options, stop, exec).await
+    }
+
+    /// [`Engine::work`] with `runner` in place of the configured executors (benchmarks).
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::work`].
+    pub async fn work_with<R, F>(
+        self: &Arc<Self>,
+        options: WorkOptions,
+        stop: impl Future<Output = ()>,
+        runner: R,
+    ) -> Result<WorkTotals, StoreError>
+    where
+        R: Fn(RunContext, ActionConfig) -> F + Clone + Send + Sync + 'static,
+        F: Future<Output = ExecOutcome> + Send + 'static,
+    {
+        let slots = options.slots.max(1);
+        let mut totals = WorkTotals::default();
+        let mut running: JoinSet<Performed> = JoinSet::new();
+        let mut ended: Vec<Performed> = Vec::new();
+        let mut queued: HashSet<TaskId> = HashSet::new();
+        // S3 (no self-retry): a task whose run failed here is not claimed again by this worker
+        // until RETRY_AFTER has passed; other workers and later sweeps may take it.
+        let mut failed_here: HashMap<TaskId, Instant> = HashMap::new();
+        let mut last_expiry: Option<Instant> = None;
+        // Looks in a row whose claims all went to other workers: look again at once, a few times.
+        let mut contended = 0;
+        let mut looks: u64 = 0;
+        tokio::pin!(stop);
+        loop {
+            // Every run that has ended by now is recorded in one commit.
+            while let Some(joined) = running.try_join_next() {
+                ended.push(joined.map_err(|e| StoreError::Backend(format!("a run panicked: {e}")))?);
+            }
+            if !ended.is_empty() {
+                // Runs that end together are recorded together: wait a moment for the others
+                // that are about to end (a trivial executor's siblings end within microseconds).
+                let deadline = tokio::time::Instant::now() + RECORD_GRACE;
+                while !running.is_empty() {
+                    match tokio::time::timeout_at(deadline, running.join_next()).await {
+                        Ok(Some(joined)) => ended
+                            .push(joined.map_err(|e| StoreError::Backend(format!("a run panicked: {e}")))?),
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+                let reports = self.record(std::mem::take(&mut ended)).await?;
+                totals.finish_commits += 1;
+                for report in &reports {
+                    totals.count(report);
+                    if matches!(report.result, RunResult::Failure | RunResult::Timeout) {
+                        failed_here.insert(report.id, Instant::now());
+                    }
+                }
+                failed_here.retain(|_, at| at.elapsed() < RETRY_AFTER);
+            }
+            let free = slots - running.len();
+            let mut claimed = 0;
+            let mut requested = 0;
+            // The ledger's kill switch is checked by the claim itself (in its one statement);
+            // the `PAUSED` file here.
+            if free > 0 && self.pause_file_reason().is_none() {
+                if last_expiry.is_none_or(|at| at.elapsed() >= options.poll) {
+                    let lost =
+                        self.store.expire_leases(Timestamp::now(), self.config.policy.failures).await?;
+                    totals.lost_counted += lost.len();
+                    last_expiry = Some(Instant::now());
+                }
+                // After losing claims to other workers, pick among the eligible rows from a
+                // point of this worker's own, so that workers stop racing for the same head.
+                let spread = (contended > 0).then(|| spread_seed(&self.worker, looks));
+                looks += 1;
+                let (requests, to_queue) = self.plan_claims(free, &queued, &failed_here, spread).await?;
+                if !to_queue.is_empty() {
+                    let newly = self.store.queue_approvals(to_queue.clone(), Timestamp::now()).await?;
+                    totals.queued += newly.len();
+                    queued.extend(to_queue);
+                }
+                requested = requests.len();
+                if !requests.is_empty() {
+                    let outcomes = self.store.claim_many(requests.clone()).await?;
+                    totals.claim_commits += 1;
+                    for (outcome, request) in outcomes.into_iter().zip(&requests) {
+                        let task = match outcome {
+                            ClaimOutcome::Claimed(task) => task,
+                            // Paused: not contention, so no second look until woken or polled.
+                            ClaimOutcome::Paused(_) => {
+                                requested = 0;
+                                continue;
+                            }
+                            ClaimOutcome::NotClaimable => continue,
+                        };
+                        let Some(action) = self.config.action(&request.action).cloned() else { continue };
+                        let (engine, runner) = (Arc::clone(self), runner.clone());
+                        running.spawn(async move { engine.perform(*task, &action, runner).await });
+                        claimed += 1;
+                    }
+                }
+            }
+            // Some claims lost to other workers: the next look spreads out.
+            contended = if claimed < requested { contended + 1 } else { 0 };
+            if claimed > 0 || (1..=3).contains(&contended) {
+                continue;
+            }
+            // `once`: done when a look found nothing eligible (not when others took it first).
+            if running.is_empty() && options.once && requested == 0 {
+                return Ok(totals);
+            }
+            // Nothing to claim now: wait for a run to end, for the ledger to announce work (when a
+            // slot is free), or for the poll interval; stop when asked.
+            tokio::select! {
+                () = &mut stop => return Ok(totals),
+                Some(joined) = running.join_next(), if !running.is_empty() => {
+                    ended.push(joined.map_err(|e| StoreError::Backend(format!("a run panicked: {e}")))?);
+                }
+                () = self.store.wait_for_work(options.poll), if free > 0 => {}
+            }
+        }
+    }
+
+    /// The claims to make for `free` slots now: ready rows ticked ▶ first (a requested run),
+    /// then automatic runs, each decided by the pure policy (S2, S5–S7, S9, S12), skipping rows
+    /// that failed here lately. Also returns external rows waiting for approval that this worker
+    /// has not queued yet. The head of the ready set is read, and read wider while it holds too
+    /// few eligible rows.
+    async fn plan_claims(
+        &self,
+        free: usize,
+        queued: &HashSet<TaskId>,
+        failed_here: &HashMap<TaskId, Instant>,
+        spread: Option<u64>,
+    ) -> Result<(Vec<ClaimRequest>, Vec<TaskId>), StoreError> {
+        let now = Timestamp::now();
+        let capped =
+            self.config.policy.daily_cap.is_some() || self.specs.iter().any(|s| s.daily_cap.is_some());
+        let runs_today = if capped { self.gate_counts(now).await? } else { Default::default() };
+        let mut limit = free * SCAN_PER_SLOT + failed_here.len();
+        loop {
+            let mut gate = Gate {
+                actions: &self.specs,
+                paused: None,
+                runs_today: runs_today.clone(),
+                daily_cap: self.config.policy.daily_cap,
+            };
+            let mut tasks = self.store.ready_head(now, limit).await?;
+            let whole = tasks.len() < limit;
+            tasks.sort_by_key(|t| !t.run);
+            let mut requests = Vec::with_capacity(free);
+            let mut to_queue = Vec::new();
+            // Without daily caps every eligible row of the window is a candidate (`spread` picks
+            // among them); with caps, the first ones in order, counted as they are picked.
+            let want = if spread.is_some() && !capped { usize::MAX } else { free };
+            for task in tasks.iter().filter(|t| !failed_here.contains_key(&t.id)) {
+                if requests.len() >= want {
+                    break;
+                }
+                let mode = if task.run { Mode::Requested } else { Mode::Auto };
+                match decide(task, mode, &gate) {
+                    Ok(action) => {
+                        let external = daicho_core::policy::is_external(task, Some(action));
+                        requests.push(ClaimRequest {
+                            id: task.id,
+                            worker: self.worker.clone(),
+                            action: action.name.clone(),
+                            now,
+                            lease: self.config.policy.lease,
+                            require_run: mode == Mode::Requested || external,
+                        });
+                        *gate.runs_today.by_action.entry(action.name.clone()).or_insert(0) += 1;
+                        gate.runs_today.total += 1;
+                    }
+                    Err(Hold::AwaitingApproval) if !queued.contains(&task.id) => to_queue.push(task.id),
+                    Err(_) => {}
+                }
+            }
+            if requests.len() >= free || whole || limit >= crate::SWEEP_SCAN {
+                if let Some(seed) = spread
+                    && requests.len() > free
+                {
+                    let start = (seed % requests.len() as u64) as usize;
+                    requests.rotate_left(start);
+                    requests.truncate(free);
+                }
+                return Ok((requests, to_queue));
+            }
+            limit = (limit * 4).min(crate::SWEEP_SCAN);
+        }
+    }
+}
+
+/// A number of this worker's own for its `look`-th look: where it starts among eligible rows.
+fn spread_seed(worker: &str, look: u64) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (worker, look).hash(&mut hasher);
+    hasher.finish()
+}

@@ -1,0 +1,161 @@
+//! The worker loop on a real SQLite ledger: batching, the kill switch, approvals, failures.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use daicho_core::{Actor, Item, Status, Tags};
+use daicho_engine::executor::ExecOutcome;
+use daicho_engine::{Config, Engine, WorkOptions};
+use daicho_sqlite::{SqliteOptions, SqliteStore};
+use daicho_store::{Batch, ListFilter, Store, UnknownDeps};
+
+const CONFIG: &str = r#"
+[[action]]
+name = "work"
+kind = "command"
+command = ["true"]
+auto = true
+on_success = "done"
+
+[[action]]
+name = "publish"
+kind = "command"
+command = ["true"]
+auto = true
+external = true
+"#;
+
+async fn ledger(dir: &tempfile::TempDir) -> Arc<SqliteStore> {
+    Arc::new(SqliteStore::open(dir.path().join("ledger.db"), SqliteOptions::default()).await.expect("open"))
+}
+
+fn item(title: &str, action: &str) -> Item {
+    let mut item = Item::new(title, "test");
+    item.action = action.into();
+    item.tags = Tags::parse_list("ai");
+    item
+}
+
+async fn push(store: &SqliteStore, items: Vec<Item>) {
+    let batch = Batch {
+        items,
+        actor: Actor::System,
+        now: jiff::Timestamp::now(),
+        file: "test".into(),
+        unknown_deps: UnknownDeps::Refuse,
+    };
+    store.upsert(batch).await.expect("upsert");
+}
+
+fn options(slots: usize) -> WorkOptions {
+    WorkOptions { slots, poll: Duration::from_millis(50), once: true }
+}
+
+fn succeed() -> ExecOutcome {
+    ExecOutcome::Success { result: "ok".into(), tasks: Vec::new(), tokens: None, push_error: None }
+}
+
+/// I5: with free slots and a deep queue, claims and run ends are batched: many tasks per commit,
+/// each task run once, dependents run after their deps within the same worker session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i5_a_worker_batches_claims_and_ends_and_runs_each_task_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ledger(&dir).await;
+    let mut items: Vec<Item> = (0..64)
+        .map(|i| {
+            let mut job = item(&format!("job {i}"), "work");
+            job.ref_id = Some(format!("j{i}"));
+            job
+        })
+        .collect();
+    let mut last = item("after all", "work");
+    last.deps = (0..64).map(|i| format!("j{i}")).collect();
+    items.push(last);
+    push(&store, items).await;
+    let engine =
+        Arc::new(Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None));
+    let runs = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&runs);
+    let runner = move |ctx: daicho_engine::executor::RunContext, _action| {
+        seen.lock().expect("lock").push(ctx.task.title.clone());
+        async { succeed() }
+    };
+    let totals = engine.work_with(options(16), std::future::pending(), runner).await.expect("work");
+    let titles = runs.lock().expect("lock").clone();
+    assert_eq!(titles.len(), 65, "every task ran once");
+    assert_eq!(titles.last().map(String::as_str), Some("after all"), "the dependent ran after its deps");
+    assert_eq!(totals.ran, 65);
+    assert!(
+        totals.claim_commits <= 65 / 4 && totals.finish_commits <= 65 / 4,
+        "at least 4 tasks per commit on average: {totals:?}"
+    );
+    let rows = store.list(ListFilter::default()).await.expect("list");
+    assert!(
+        rows.iter().all(|t| t.status == Status::Done && t.attempt == 1),
+        "all done at their first attempt"
+    );
+}
+
+/// S8, S2, S3: a paused ledger runs nothing; an external task is queued for approval, never run;
+/// a failing run counts one failure per attempt and parks the task at the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s2_s3_s8_the_worker_keeps_the_safety_rules() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ledger(&dir).await;
+    push(&store, vec![item("flaky", "work"), item("tell the world", "publish")]).await;
+    let engine =
+        Arc::new(Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let failing = move |_ctx, _action| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async { ExecOutcome::Failure { error: "boom".into(), timeout: false } }
+    };
+
+    store
+        .set_paused(Some("maintenance".into()), Actor::Human("ana".into()), jiff::Timestamp::now())
+        .await
+        .expect("pause");
+    let totals = engine.work_with(options(4), std::future::pending(), failing.clone()).await.expect("work");
+    assert_eq!((totals.ran, calls.load(Ordering::SeqCst)), (0, 0), "paused: nothing runs");
+
+    store.set_paused(None, Actor::Human("ana".into()), jiff::Timestamp::now()).await.expect("resume");
+    let mut failed = Vec::new();
+    for _ in 0..5 {
+        let totals =
+            engine.work_with(options(4), std::future::pending(), failing.clone()).await.expect("work");
+        failed.push(totals.failed);
+    }
+    assert_eq!(failed, [1, 1, 1, 0, 0], "one failure per session (no self-retry), parked at the third");
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "the external task never ran");
+    let rows = store.list(ListFilter::default()).await.expect("list");
+    let flaky = rows.iter().find(|t| t.title == "flaky").expect("flaky");
+    assert_eq!((flaky.status, flaky.failures), (Status::NeedsHuman, 3));
+    let queue = store.approvals().await.expect("approvals");
+    let publish = rows.iter().find(|t| t.title == "tell the world").expect("publish");
+    assert_eq!(queue.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [publish.id], "queued once");
+    assert_eq!(publish.status, Status::Pending);
+}
+
+/// The worker stops when asked; a run under way is abandoned (its lease will expire).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_stops_when_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ledger(&dir).await;
+    push(&store, vec![item("slow", "work")]).await;
+    let engine =
+        Arc::new(Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None));
+    let slow = |_ctx, _action| async {
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        succeed()
+    };
+    let stop = tokio::time::sleep(Duration::from_millis(300));
+    let options = WorkOptions { slots: 1, poll: Duration::from_millis(50), once: false };
+    let totals = tokio::time::timeout(Duration::from_secs(30), engine.work_with(options, stop, slow))
+        .await
+        .expect("stopped");
+    assert_eq!(totals.expect("work").ran, 0);
+    let rows = store.list(ListFilter::default()).await.expect("list");
+    assert_eq!(rows[0].status, Status::Running, "the abandoned run is left to its lease");
+}
