@@ -11,6 +11,7 @@
 //! - [`format`]: Markdown, JSON and CSV parsers and renderers (X1, X3, X4);
 //! - [`edit`]: a person's edit of a row and the journal's view of a change (F1).
 
+pub mod aggregate;
 pub mod dag;
 pub mod edit;
 pub mod error;

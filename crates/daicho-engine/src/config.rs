@@ -18,11 +18,20 @@
 //! timeout = "10m"                        # S11
 //! on_success = "review"                  # review | done
 //! daily_cap = 20                         # S9
+//!
+//! [[source]]
+//! name = "inbox"
+//! kind = "jsonl"                         # markdown | json | jsonl | csv | command
+//! path = "inbox.jsonl"                   # relative to this file
+//! project = "support"                    # the default project of its items
+//! aggregate = "Get the unanswered questions answered"   # M10: one refresh row
+//! dashboard = true                       # V2: a count line in the cross view
 //! ```
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use daicho_core::format::Format;
 use daicho_core::policy::{ActionSpec, FailurePolicy, OnSuccess};
 use jiff::SignedDuration;
 use serde::Deserialize;
@@ -46,6 +55,48 @@ pub struct Config {
     pub actions: Vec<ActionConfig>,
     /// Failure counting, leases, caps.
     pub policy: Policy,
+    /// The sources `daicho sync` pulls (X1), in the file's order.
+    pub sources: Vec<SourceConfig>,
+    /// The directory relative source paths and commands start from: the configuration file's.
+    pub dir: PathBuf,
+}
+
+/// One source to pull (X1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceConfig {
+    /// Its name: the default `source` of its items, and the journal's `sync:<name>`.
+    pub name: String,
+    /// The default project of its items.
+    pub project: String,
+    /// Where and how it is read.
+    pub kind: SourceKind,
+    /// M10: collapse the source into one `refresh` row with this title.
+    pub aggregate: Option<String>,
+    /// Shown as one count line per project in the cross view (V2).
+    pub dashboard: bool,
+    /// Its line in the configuration file.
+    pub line: Option<usize>,
+}
+
+/// Where a source's items come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    /// A file: Markdown task lines (with an optional done file), JSON, JSON Lines or CSV.
+    File {
+        /// Its format.
+        format: Format,
+        /// The file, relative to the configuration's directory unless absolute.
+        path: PathBuf,
+        /// Markdown only: a second file of finished lines (`tasks-done.md`).
+        done: Option<PathBuf>,
+    },
+    /// A command whose standard output is JSON (a tasks.json document or an item array).
+    Command {
+        /// The program and its arguments (run in the configuration's directory).
+        argv: Vec<String>,
+        /// Killed after this long.
+        timeout: SignedDuration,
+    },
 }
 
 /// Failure counting, leases and caps.
@@ -112,6 +163,33 @@ struct RawConfig {
     policy: RawPolicy,
     #[serde(default)]
     action: Vec<toml::Spanned<RawAction>>,
+    #[serde(default)]
+    source: Vec<toml::Spanned<RawSource>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    name: String,
+    kind: String,
+    #[serde(default)]
+    project: String,
+    path: Option<String>,
+    done_path: Option<String>,
+    #[serde(default)]
+    command: Vec<String>,
+    timeout: Option<String>,
+    aggregate: Option<RawAggregate>,
+    #[serde(default)]
+    dashboard: bool,
+}
+
+/// `aggregate = true` (a title made from the source's name) or `aggregate = "Title"`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawAggregate {
+    On(bool),
+    Title(String),
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -168,7 +246,9 @@ impl Config {
             line: None,
             reason: format!("cannot read: {e}"),
         })?;
-        Config::parse(&text, &file)
+        let mut config = Config::parse(&text, &file)?;
+        config.dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(config)
     }
 
     /// Parses and validates configuration text (pure: no environment, no files).
@@ -270,7 +350,87 @@ impl Config {
                 timeout,
             });
         }
-        Ok(Config { actions, policy })
+        let mut sources = Vec::new();
+        let mut source_names = HashSet::new();
+        for spanned in raw.source {
+            let line = Some(line_at(spanned.span().start));
+            let r = spanned.into_inner();
+            let error = |reason: String| ConfigError { file: file.to_owned(), line, reason };
+            if r.name.trim().is_empty() {
+                return Err(error("a source needs a name".into()));
+            }
+            if !source_names.insert(r.name.clone()) {
+                return Err(error(format!("source '{}' is defined twice", r.name)));
+            }
+            let path = |what: &str| {
+                r.path
+                    .as_deref()
+                    .filter(|p| !p.trim().is_empty())
+                    .map(PathBuf::from)
+                    .ok_or_else(|| error(format!("source '{}' ({what}) needs path = \"…\"", r.name)))
+            };
+            let kind = match r.kind.as_str() {
+                "markdown" | "md" => SourceKind::File {
+                    format: Format::Markdown,
+                    path: path("markdown")?,
+                    done: r.done_path.as_deref().map(PathBuf::from),
+                },
+                "json" | "jsonl" | "csv" => {
+                    if r.done_path.is_some() {
+                        return Err(error(format!("source '{}': done_path is for markdown sources", r.name)));
+                    }
+                    let format = match r.kind.as_str() {
+                        "json" => Format::Json,
+                        "jsonl" => Format::JsonLines,
+                        _ => Format::Csv,
+                    };
+                    SourceKind::File { format, path: path(&r.kind)?, done: None }
+                }
+                "command" => {
+                    if r.command.is_empty() || r.command[0].trim().is_empty() {
+                        return Err(error(format!(
+                            "source '{}' (command) needs command = [\"program\", …]",
+                            r.name
+                        )));
+                    }
+                    let timeout =
+                        duration(r.timeout.as_deref(), SignedDuration::from_mins(5), "timeout", line)?;
+                    SourceKind::Command { argv: r.command.clone(), timeout }
+                }
+                other => {
+                    return Err(error(format!(
+                        "unknown source kind '{other}' (known: markdown, json, jsonl, csv, command)"
+                    )));
+                }
+            };
+            let aggregate = match r.aggregate {
+                None | Some(RawAggregate::On(false)) => None,
+                Some(RawAggregate::On(true)) => Some(format!("Work through {}", r.name)),
+                Some(RawAggregate::Title(title)) if title.trim().is_empty() => {
+                    return Err(error(format!("source '{}': aggregate needs a title or true", r.name)));
+                }
+                Some(RawAggregate::Title(title)) => Some(title),
+            };
+            sources.push(SourceConfig {
+                name: r.name,
+                project: r.project,
+                kind,
+                aggregate,
+                dashboard: r.dashboard,
+                line,
+            });
+        }
+        Ok(Config { actions, policy, sources, dir: PathBuf::new() })
+    }
+
+    /// The source with this name.
+    pub fn source(&self, name: &str) -> Option<&SourceConfig> {
+        self.sources.iter().find(|s| s.name == name)
+    }
+
+    /// A path of the configuration, resolved against its directory.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() { path.to_owned() } else { self.dir.join(path) }
     }
 
     /// Checks what the environment must provide (API key variables), before anything runs.
@@ -356,6 +516,58 @@ api_key_env = "DRAFT_KEY"
     }
 
     #[test]
+    fn x1_sources_parse_with_their_kinds_and_aggregate_titles() {
+        let text = r#"
+[[source]]
+name = "plan"
+kind = "markdown"
+path = "tasks.md"
+done_path = "tasks-done.md"
+
+[[source]]
+name = "inbox"
+kind = "jsonl"
+path = "/var/inbox.jsonl"
+project = "support"
+aggregate = true
+dashboard = true
+
+[[source]]
+name = "scan"
+kind = "command"
+command = ["./scan.sh", "--json"]
+timeout = "20s"
+aggregate = "Fix the findings"
+"#;
+        let mut config = Config::parse(text, "daicho.toml").unwrap();
+        config.dir = PathBuf::from("/srv/ledger");
+        let plan = config.source("plan").unwrap();
+        assert_eq!(
+            plan.kind,
+            SourceKind::File {
+                format: Format::Markdown,
+                path: "tasks.md".into(),
+                done: Some("tasks-done.md".into())
+            }
+        );
+        assert_eq!((plan.aggregate.as_deref(), plan.line), (None, Some(2)));
+        let inbox = config.source("inbox").unwrap();
+        assert_eq!(inbox.aggregate.as_deref(), Some("Work through inbox"));
+        assert!(inbox.dashboard);
+        assert_eq!(config.resolve(Path::new("tasks.md")), PathBuf::from("/srv/ledger/tasks.md"));
+        assert_eq!(config.resolve(Path::new("/var/inbox.jsonl")), PathBuf::from("/var/inbox.jsonl"));
+        let scan = config.source("scan").unwrap();
+        assert_eq!(
+            scan.kind,
+            SourceKind::Command {
+                argv: vec!["./scan.sh".into(), "--json".into()],
+                timeout: SignedDuration::from_secs(20)
+            }
+        );
+        assert_eq!(scan.aggregate.as_deref(), Some("Fix the findings"));
+    }
+
+    #[test]
     fn bad_configuration_is_refused_with_file_line_and_reason() {
         let cases = [
             ("[[action]]\nname = \"x\"\nkind = \"shell\"\n", Some(1), "unknown action kind 'shell'"),
@@ -372,6 +584,28 @@ api_key_env = "DRAFT_KEY"
                 "[[action]]\nname = \"x\"\nkind = \"command\"\ncommand = [\"a\"]\n[[action]]\nname = \"x\"\nkind = \"command\"\ncommand = [\"b\"]\n",
                 Some(5),
                 "defined twice",
+            ),
+            ("[[source]]\nname = \"a\"\nkind = \"json\"\n", Some(1), "needs path"),
+            (
+                "[[source]]\nname = \"a\"\nkind = \"csv\"\npath = \"a.csv\"\ndone_path = \"d.csv\"\n",
+                Some(1),
+                "done_path is for markdown",
+            ),
+            ("\n[[source]]\nname = \"a\"\nkind = \"command\"\n", Some(2), "needs command"),
+            (
+                "[[source]]\nname = \"a\"\nkind = \"jsonl\"\npath = \"a\"\naggregate = \" \"\n",
+                Some(1),
+                "aggregate needs a title",
+            ),
+            (
+                "[[source]]\nname = \"a\"\nkind = \"md\"\npath = \"a\"\n[[source]]\nname = \"a\"\nkind = \"md\"\npath = \"b\"\n",
+                Some(5),
+                "source 'a' is defined twice",
+            ),
+            (
+                "[[source]]\nname = \"a\"\nkind = \"md\"\npath = \"a\"\ncolour = 1\n",
+                Some(5),
+                "unknown field `colour`",
             ),
         ];
         for (text, line, reason) in cases {

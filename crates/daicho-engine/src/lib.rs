@@ -10,6 +10,7 @@
 pub mod config;
 pub mod executor;
 pub mod llm;
+pub mod sources;
 mod work;
 
 use std::collections::HashSet;
@@ -23,7 +24,7 @@ use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, StoreError, UnknownDeps};
 use jiff::Timestamp;
 
-pub use config::{ActionConfig, ActionKind, Config, ConfigError};
+pub use config::{ActionConfig, ActionKind, Config, ConfigError, SourceConfig, SourceKind};
 use executor::{ExecOutcome, RunContext};
 pub use work::{WorkOptions, WorkTotals};
 

@@ -58,6 +58,8 @@ pub enum Command {
     Log(cmd::log::Args),
     /// Import tasks from Markdown, JSON, JSON Lines or CSV files (one transaction).
     Import(cmd::import::Args),
+    /// Pull the configured sources into the ledger, each in its own transaction.
+    Sync(cmd::sync::Args),
     /// Export the ledger as Markdown, JSON or CSV.
     Export(cmd::export::Args),
     /// Run one task now, by the same rules as a sweep (external tasks need approval).

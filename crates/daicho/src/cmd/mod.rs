@@ -15,6 +15,7 @@ pub mod set;
 pub mod show;
 pub mod stats;
 pub mod sweep;
+pub mod sync;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -93,6 +94,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Set(args) => set::run(args, &ctx).await,
         Command::Log(args) => log::run(args, &ctx).await,
         Command::Import(args) => import::run(args, &ctx).await,
+        Command::Sync(args) => sync::run(args, &ctx).await,
         Command::Export(args) => export::run(args, &ctx).await,
         Command::Run(args) => run::run(args, &ctx, false).await,
         Command::RunHeavy(args) => run::run(args, &ctx, true).await,

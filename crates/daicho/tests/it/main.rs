@@ -4,6 +4,7 @@ mod cli;
 mod engine;
 mod errors;
 mod formats;
+mod sync;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

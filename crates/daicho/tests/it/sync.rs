@@ -1,0 +1,221 @@
+//! `daicho sync`: configured sources of every kind, aggregation (M10), failures isolated (X4).
+
+use serde_json::Value;
+
+use crate::{Ledger, TaskJson};
+
+fn inbox(n: usize) -> String {
+    (0..n).map(|i| format!("{{\"title\": \"unanswered question {i}\"}}\n")).collect()
+}
+
+fn sync(ledger: &Ledger) -> Value {
+    ledger.run(&["sync", "--json"]).ok().json()
+}
+
+/// M10, M6, M8: 376 unanswered items are one row saying 376; when the source drops to 120 the
+/// same row says 120 and nothing is added; a second sync adds and patches nothing.
+#[test]
+fn m10_an_aggregated_source_is_one_row_whose_count_follows_the_source() {
+    let ledger = Ledger::new();
+    ledger.file(
+        "daicho.toml",
+        "[[source]]\nname = \"inbox\"\nkind = \"jsonl\"\npath = \"inbox.jsonl\"\nproject = \"support\"\n\
+         aggregate = \"Get the unanswered questions answered\"\ndashboard = true\n",
+    );
+    ledger.file("inbox.jsonl", inbox(376));
+    let first = sync(&ledger);
+    assert_eq!(first["sources"][0]["read"], 376);
+    assert_eq!(first["sources"][0]["added"], 1);
+    let tasks = ledger.tasks();
+    assert_eq!(tasks.len(), 1, "one row, not 376");
+    let row = &tasks[0];
+    assert!(row.refresh);
+    assert_eq!(
+        (row.title.as_str(), row.project.as_str()),
+        ("Get the unanswered questions answered", "support")
+    );
+    assert!(row.body.starts_with("376 open items in inbox:\n- unanswered question 0"), "{}", row.body);
+    assert!(row.evidence.ends_with("inbox.jsonl"), "{}", row.evidence);
+
+    ledger.file("inbox.jsonl", inbox(120));
+    let second = sync(&ledger);
+    assert_eq!(
+        (second["sources"][0]["added"].as_u64(), second["sources"][0]["updated"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let tasks = ledger.tasks();
+    assert_eq!(tasks.len(), 1, "no row added");
+    assert_eq!(tasks[0].id, row.id);
+    assert!(tasks[0].body.starts_with("120 open items in inbox:"), "{}", tasks[0].body);
+
+    let third = sync(&ledger);
+    assert_eq!(
+        (third["sources"][0]["added"].as_u64(), third["sources"][0]["updated"].as_u64()),
+        (Some(0), Some(0))
+    );
+}
+
+const CONFIG: &str = r#"
+[[source]]
+name = "plan"
+kind = "markdown"
+path = "tasks.md"
+done_path = "tasks-done.md"
+project = "PJ-03"
+
+[[source]]
+name = "seed"
+kind = "json"
+path = "seed.json"
+
+[[source]]
+name = "lines"
+kind = "jsonl"
+path = "lines.jsonl"
+project = "ops"
+
+[[source]]
+name = "sheet"
+kind = "csv"
+path = "sheet.csv"
+
+[[source]]
+name = "findings"
+kind = "command"
+command = ["./findings.sh"]
+project = "audit"
+"#;
+
+fn sources(ledger: &Ledger) {
+    ledger.file("daicho.toml", CONFIG);
+    ledger.file(
+        "tasks.md",
+        "- [ ] [T-500] 素材収集 | 分類:調査/記事 | 🤖\n- [ ] [T-501] 下書き生成 | 依存:T-500 | 担当:qiita-writer | 🤖\n",
+    );
+    ledger.file("tasks-done.md", "- [x] [T-499] 企画会議 | 案件:PJ-02\n");
+    ledger.file(
+        "seed.json",
+        r#"{"tasks": [{"id": "t1", "title": "write the parser"}, {"id": "t2", "title": "test the parser", "deps": ["t1"]}]}"#,
+    );
+    ledger.file(
+        "lines.jsonl",
+        "{\"title\": \"rotate the keys\"}\n{\"title\": \"renew the certificate\", \"due\": \"2026-12-24\"}\n",
+    );
+    ledger.file("sheet.csv", "タスク,案件,担当\n見積もりを送る,営業,佐藤\n");
+    ledger.script(
+        "findings.sh",
+        "echo '[{\"title\": \"unused index on run\", \"evidence\": \"pg_stat_user_indexes\"}]'\n",
+    );
+}
+
+fn by_title<'a>(tasks: &'a [TaskJson], title: &str) -> &'a TaskJson {
+    tasks.iter().find(|t| t.title == title).unwrap_or_else(|| panic!("no row '{title}'"))
+}
+
+/// X1: each kind reads a real file (a real child process for `command`), Japanese headers and
+/// keys included; items take the source's name and project unless they name their own.
+#[test]
+fn x1_every_source_kind_is_pulled_with_its_name_and_project() {
+    let ledger = Ledger::new();
+    sources(&ledger);
+    let report = sync(&ledger);
+    assert_eq!(report["failed"], 0, "{report}");
+    let added: Vec<(String, u64)> = report["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["source"].as_str().unwrap().to_owned(), s["added"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        added,
+        [
+            ("plan".into(), 3),
+            ("seed".into(), 2),
+            ("lines".into(), 2),
+            ("sheet".into(), 1),
+            ("findings".into(), 1)
+        ]
+    );
+    let tasks = ledger.tasks();
+    let draft = by_title(&tasks, "下書き生成");
+    assert_eq!(
+        (draft.id.as_str(), draft.project.as_str(), draft.source.as_str()),
+        ("T-501", "PJ-03", "plan")
+    );
+    assert_eq!((draft.deps.clone(), draft.assignee.as_str()), (vec!["T-500".to_owned()], "qiita-writer"));
+    assert!(draft.tags.contains(&"ai".to_owned()));
+    let done = by_title(&tasks, "企画会議");
+    assert_eq!((done.status.as_str(), done.project.as_str()), ("done", "PJ-02"));
+    let test = by_title(&tasks, "test the parser");
+    assert_eq!(test.deps, [by_title(&tasks, "write the parser").id.clone()]);
+    assert_eq!(by_title(&tasks, "renew the certificate").project, "ops");
+    let quote = by_title(&tasks, "見積もりを送る");
+    assert_eq!(
+        (quote.project.as_str(), quote.assignee.as_str(), quote.source.as_str()),
+        ("営業", "佐藤", "sheet")
+    );
+    let finding = by_title(&tasks, "unused index on run");
+    assert_eq!((finding.project.as_str(), finding.evidence.as_str()), ("audit", "pg_stat_user_indexes"));
+    let again = sync(&ledger);
+    let changed: u64 = again["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["added"].as_u64().unwrap() + s["updated"].as_u64().unwrap())
+        .sum();
+    assert_eq!(changed, 0, "M8: a second sync changes nothing: {again}");
+}
+
+/// X4: a malformed source is reported with its file, line and reason, its rows stay as they
+/// were, and the other sources still sync; the exit code says something failed.
+#[test]
+fn x4_a_malformed_source_fails_alone_and_changes_none_of_its_rows() {
+    let ledger = Ledger::new();
+    sources(&ledger);
+    sync(&ledger);
+    let before = ledger.tasks();
+    ledger.file("lines.jsonl", "{\"title\": \"rotate the keys\", \"body\": \"now\"}\n{\"title\": \"broken\n");
+    ledger.file("sheet.csv", "タスク,案件,担当\n見積もりを送る,営業,佐藤\n請求書を送る,営業,鈴木\n");
+    ledger.script("findings.sh", "echo 'database unreachable' >&2\nexit 3\n");
+    let run = ledger.run(&["sync", "--json"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let report: Value = run.json();
+    assert_eq!(report["failed"], 2);
+    let lines = &report["sources"][2];
+    assert_eq!(lines["source"], "lines");
+    let error = lines["error"].as_str().unwrap();
+    assert!(error.contains("lines.jsonl:2:"), "file and line: {error}");
+    let findings = report["sources"][4]["error"].as_str().unwrap();
+    assert!(
+        findings.contains("<command findings>") && findings.contains("database unreachable"),
+        "{findings}"
+    );
+    assert_eq!(report["sources"][3]["added"], 1, "the other sources still sync: {report}");
+    let tasks = ledger.tasks();
+    assert_eq!(by_title(&tasks, "rotate the keys").body, "", "the failed source's rows are unchanged");
+    assert!(tasks.iter().all(|t| t.title != "broken"));
+    assert_eq!(tasks.len(), before.len() + 1, "only the sheet's new row");
+    for row in &before {
+        let now = tasks.iter().find(|t| t.id == row.id).expect("never deleted");
+        assert_eq!(now, row, "unchanged");
+    }
+
+    let unknown = ledger.run(&["sync", "--source", "nowhere"]);
+    assert_eq!(unknown.code, 1);
+    assert!(unknown.stderr.contains("no source named 'nowhere'"), "{}", unknown.stderr);
+}
+
+/// I6: a source with a mistake is refused with the file and line before anything is pulled.
+#[test]
+fn i6_a_bad_source_table_is_refused_with_its_line() {
+    let ledger = Ledger::new();
+    ledger.file("daicho.toml", "[[source]]\nname = \"a\"\nkind = \"json\"\npath = \"a.json\"\n\n[[source]]\nname = \"b\"\nkind = \"rss\"\n");
+    let run = ledger.run(&["sync"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains("daicho.toml:6") && run.stderr.contains("unknown source kind 'rss'"),
+        "{}",
+        run.stderr
+    );
+    assert!(ledger.tasks().is_empty());
+}
