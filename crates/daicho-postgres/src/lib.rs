@@ -218,6 +218,20 @@ impl Store for PgStore {
         Ok(report)
     }
 
+    async fn replan(&self, batch: Batch, retire: Vec<TaskId>) -> Result<UpsertReport> {
+        in_tx!(self, lock, |tx| {
+            let drop = TaskEdit { status: Some(Status::Dropped), ..TaskEdit::default() };
+            for id in retire {
+                if rows::lock_task(&tx, id).await?.is_some_and(|t| t.status.is_open()) {
+                    edit_in(&tx, id, &drop, &batch.actor, batch.now).await?;
+                }
+            }
+            let report = upsert_in(&tx, &batch).await?;
+            notify_ready(&tx).await?;
+            report
+        })
+    }
+
     async fn get(&self, id: TaskId) -> Result<Option<Task>> {
         in_tx!(self, |tx| rows::get_task(&tx, id).await?)
     }

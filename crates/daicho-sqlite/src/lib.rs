@@ -256,6 +256,19 @@ impl Store for SqliteStore {
         self.write(move |tx| upsert_in(tx, &batch)).await
     }
 
+    async fn replan(&self, batch: Batch, retire: Vec<TaskId>) -> Result<UpsertReport> {
+        self.write(move |tx| {
+            let drop = TaskEdit { status: Some(Status::Dropped), ..TaskEdit::default() };
+            for id in retire {
+                if get_task(tx, id)?.is_some_and(|t| t.status.is_open()) {
+                    edit_in(tx, id, &drop, &batch.actor, batch.now)?;
+                }
+            }
+            upsert_in(tx, &batch)
+        })
+        .await
+    }
+
     async fn get(&self, id: TaskId) -> Result<Option<Task>> {
         self.with_conn(move |conn| get_task(conn, id)).await
     }

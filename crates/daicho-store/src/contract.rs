@@ -56,6 +56,7 @@ macro_rules! store_contract_tests {
             s9_run_counts_and_stats,
             batched_claims_and_finishes_commit_together,
             batched_claims_decide_each_request_alone,
+            d4_replan_drops_the_old_open_tasks_in_the_same_transaction,
             a_random_walk_keeps_ready_exact_and_the_graph_acyclic,
         );
     };
@@ -749,6 +750,32 @@ pub async fn batched_claims_decide_each_request_alone<B: Backend>(backend: &B) {
     assert_eq!(ready, ["T-2", "T-4"], "both deps of T-2 done in one batch unblock it");
     let runs = store.runs(id("T-1")).await.expect("runs");
     assert_eq!((runs[0].outcome.as_str(), runs[0].tokens_in), ("success", Some(10)));
+}
+
+/// D4: `replan` drops the old plan's open rows (journaled) and adds the new plan in one
+/// transaction; closed rows stay as they are; a refused new plan drops nothing.
+pub async fn d4_replan_drops_the_old_open_tasks_in_the_same_transaction<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let old = store.upsert(batch(vec![item("old step 1"), item("old step 2")])).await.expect("plan").added;
+    set_status(&store, old[0], Status::Done).await;
+    let cyclic = batch(vec![with_id("new a", "a", &["b"]), with_id("new b", "b", &["a"])]);
+    assert!(store.replan(cyclic, old.clone()).await.is_err(), "a cycle is refused");
+    assert_eq!(
+        store.get(old[1]).await.expect("get").expect("row").status,
+        Status::Pending,
+        "nothing dropped"
+    );
+    let report = store
+        .replan(batch(vec![with_id("new a", "a", &[]), with_id("new b", "b", &["a"])]), old.clone())
+        .await
+        .expect("replan");
+    assert_eq!(report.added.len(), 2);
+    let rows = all(&store).await;
+    let status = |id: TaskId| rows.iter().find(|t| t.id == id).map(|t| t.status);
+    assert_eq!((status(old[0]), status(old[1])), (Some(Status::Done), Some(Status::Dropped)));
+    let journal = store.journal(old[1]).await.expect("journal");
+    assert_eq!(journal.last().map(|e| e.after["status"].clone()), Some("dropped".into()));
+    assert_eq!(rows.len(), 4, "rows are never deleted");
 }
 
 /// A deterministic random walk of upserts (requested ids, missing deps kept, closed statuses),

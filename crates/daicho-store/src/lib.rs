@@ -283,6 +283,15 @@ pub trait Store: Send + Sync {
     /// [`UnknownDeps::Refuse`]) or closes a cycle. Nothing is written then.
     fn upsert(&self, batch: Batch) -> impl Future<Output = Result<UpsertReport>> + Send;
 
+    /// Replaces a plan (D4) in one transaction: every row of `retire` still open (pending,
+    /// running, review) becomes `dropped`, journaled with `batch.actor`, then `batch` is upserted
+    /// as by [`Store::upsert`]. When the upsert is refused nothing is dropped either.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::upsert`].
+    fn replan(&self, batch: Batch, retire: Vec<TaskId>) -> impl Future<Output = Result<UpsertReport>> + Send;
+
     /// The row with this id, or `None`.
     fn get(&self, id: TaskId) -> impl Future<Output = Result<Option<Task>>> + Send;
 

@@ -60,6 +60,8 @@ pub enum Command {
     Import(cmd::import::Args),
     /// Pull the configured sources into the ledger, each in its own transaction.
     Sync(cmd::sync::Args),
+    /// Save a goal's plan (tasks with deps) in one transaction.
+    Plan(cmd::plan::Args),
     /// Export the ledger as Markdown, JSON or CSV.
     Export(cmd::export::Args),
     /// Run one task now, by the same rules as a sweep (external tasks need approval).

@@ -103,6 +103,10 @@ impl Store for AnyStore {
         delegate!(self.ready(now, limit))
     }
 
+    async fn replan(&self, batch: Batch, retire: Vec<TaskId>) -> Result<UpsertReport> {
+        delegate!(self.replan(batch, retire))
+    }
+
     async fn ready_head(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>> {
         delegate!(self.ready_head(now, limit))
     }

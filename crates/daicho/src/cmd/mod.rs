@@ -8,6 +8,7 @@ pub mod init;
 pub mod list;
 pub mod log;
 pub mod pause;
+pub mod plan;
 pub mod push;
 pub mod ready;
 pub mod run;
@@ -95,6 +96,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Log(args) => log::run(args, &ctx).await,
         Command::Import(args) => import::run(args, &ctx).await,
         Command::Sync(args) => sync::run(args, &ctx).await,
+        Command::Plan(args) => plan::run(args, &ctx).await,
         Command::Export(args) => export::run(args, &ctx).await,
         Command::Run(args) => run::run(args, &ctx, false).await,
         Command::RunHeavy(args) => run::run(args, &ctx, true).await,

@@ -4,6 +4,7 @@ mod cli;
 mod engine;
 mod errors;
 mod formats;
+mod plan;
 mod sync;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,131 @@
+//! `daicho plan` (D4, D5): validated, saved in one transaction, replaced only when asked.
+
+use serde_json::Value;
+
+use crate::{Ledger, TaskJson};
+
+const PARSER_PLAN: &str = r#"{"tasks": [
+  {"id": "t1", "title": "write the grammar"},
+  {"id": "t2", "title": "write the parser", "deps": ["t1"]},
+  {"id": "t3", "title": "collect test inputs"},
+  {"id": "t4", "title": "test the parser", "deps": ["t2", "t3"]},
+  {"id": "t5", "title": "release notes", "deps": ["t4"], "not_before": "2099-01-01T09:00:00Z"}
+]}"#;
+
+fn plan(ledger: &Ledger, file: &str, extra: &[&str]) -> crate::Run {
+    let mut args =
+        vec!["plan", "--json", "--project", "parser", "--goal", "ship the parser feature", "--from", file];
+    args.extend_from_slice(extra);
+    ledger.run(&args)
+}
+
+/// D4, D5: a plan is saved with its deps; `not_before` holds a task back; the ready set starts
+/// with the roots.
+#[test]
+fn d4_a_plan_is_saved_with_its_deps_in_one_go() {
+    let ledger = Ledger::new();
+    let file = ledger.file("plan.json", PARSER_PLAN);
+    let saved: Value = plan(&ledger, &file, &[]).ok().json();
+    assert_eq!(saved["source"], "plan:ship the parser feature");
+    assert_eq!(saved["added"].as_array().unwrap().len(), 5);
+    let tasks = ledger.tasks();
+    let id = |title: &str| tasks.iter().find(|t| t.title == title).unwrap().id.clone();
+    let test = tasks.iter().find(|t| t.title == "test the parser").unwrap();
+    assert_eq!(test.deps, [id("write the parser"), id("collect test inputs")]);
+    assert!(tasks.iter().all(|t| t.project == "parser"));
+    let notes = tasks.iter().find(|t| t.title == "release notes").unwrap();
+    assert_eq!(notes.not_before.as_deref(), Some("2099-01-01T09:00:00Z"));
+    let ready: Value = ledger.run(&["ready", "--json"]).ok().json();
+    let titles: Vec<&str> =
+        ready["tasks"].as_array().unwrap().iter().map(|t| t["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, ["write the grammar", "collect test inputs"]);
+}
+
+/// D4: a cycle is refused and named; unknown deps and repeated ids are refused with the file
+/// and line; nothing is saved.
+#[test]
+fn d4_a_bad_plan_is_refused_and_nothing_is_saved() {
+    let ledger = Ledger::new();
+    let cyclic = ledger.file(
+        "cyclic.json",
+        r#"[{"id": "a", "title": "A", "deps": ["c"]}, {"id": "b", "title": "B", "deps": ["a"]}, {"id": "c", "title": "C", "deps": ["b"]}]"#,
+    );
+    let run = plan(&ledger, &cyclic, &[]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("cycle"), "{}", run.stderr);
+    let unknown = ledger.file(
+        "unknown.json",
+        "[\n{\"id\": \"a\", \"title\": \"A\"},\n{\"id\": \"b\", \"title\": \"B\", \"deps\": [\"zz\"]}\n]",
+    );
+    let run = plan(&ledger, &unknown, &[]);
+    assert!(run.stderr.contains("unknown.json:3") && run.stderr.contains("'zz'"), "{}", run.stderr);
+    let twice = ledger
+        .file("twice.json", "[\n{\"id\": \"a\", \"title\": \"A\"},\n{\"id\": \"a\", \"title\": \"B\"}\n]");
+    let run = plan(&ledger, &twice, &[]);
+    assert!(
+        run.stderr.contains("twice.json:3: id 'a' is used twice in the plan (first on line 2)"),
+        "{}",
+        run.stderr
+    );
+    assert!(ledger.tasks().is_empty(), "nothing saved");
+}
+
+/// D4: a second plan for the same goal is refused without `--replace`; with it, the old plan's
+/// open tasks are dropped (journaled), its finished ones kept, and the new plan added.
+#[test]
+fn d4_replanning_is_explicit_and_drops_only_open_tasks() {
+    let ledger = Ledger::new();
+    let file = ledger.file("plan.json", PARSER_PLAN);
+    plan(&ledger, &file, &[]).ok();
+    let first = ledger.tasks();
+    let grammar = first.iter().find(|t| t.title == "write the grammar").unwrap().id.clone();
+    ledger.run(&["set", &grammar, "--status", "done"]).ok();
+    let smaller = ledger.file("v2.json", r#"[{"id": "p", "title": "write the parser"}, {"id": "q", "title": "test the parser", "deps": ["p"]}]"#);
+    let refused = plan(&ledger, &smaller, &[]);
+    assert_eq!(refused.code, 1);
+    assert!(
+        refused.stderr.contains("already has a plan") && refused.stderr.contains("--replace"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(ledger.tasks().len(), 5);
+
+    let replaced: Value = plan(&ledger, &smaller, &["--replace"]).ok().json();
+    assert_eq!(replaced["source"], "plan:ship the parser feature#2");
+    assert_eq!(replaced["dropped"].as_array().unwrap().len(), 4);
+    let tasks = ledger.tasks();
+    assert_eq!(tasks.len(), 7, "rows are never deleted");
+    let old = |title: &str| {
+        tasks.iter().find(|t| t.title == title && t.source == "plan:ship the parser feature").unwrap()
+    };
+    assert_eq!(old("write the grammar").status, "done");
+    assert_eq!(old("write the parser").status, "dropped");
+    let log = ledger.run(&["log", &old("test the parser").id]).ok().stdout;
+    assert!(log.contains("dropped"), "{log}");
+    let new: Vec<&TaskJson> = tasks.iter().filter(|t| t.source == "plan:ship the parser feature#2").collect();
+    assert_eq!(new.len(), 2);
+    assert!(new.iter().all(|t| t.status == "pending"));
+}
+
+/// D4: the plan can come from a decomposer action's output.
+#[test]
+fn d4_a_decomposer_action_writes_the_plan() {
+    let ledger = Ledger::new();
+    let script = ledger.script(
+        "decompose.sh",
+        "cat > /dev/null\necho '{\"tasks\": [{\"id\": \"x\", \"title\": \"outline\"}, {\"id\": \"y\", \"title\": \"draft\", \"deps\": [\"x\"]}]}'\n",
+    );
+    ledger.file(
+        "daicho.toml",
+        format!("[[action]]\nname = \"decompose\"\nkind = \"command\"\ncommand = [\"{script}\"]\n"),
+    );
+    let saved: Value = ledger
+        .run(&["plan", "--json", "--project", "blog", "--goal", "write the post", "--action", "decompose"])
+        .ok()
+        .json();
+    assert_eq!(saved["added"].as_array().unwrap().len(), 2);
+    let tasks = ledger.tasks();
+    let draft = tasks.iter().find(|t| t.title == "draft").unwrap();
+    assert_eq!(draft.deps, [tasks.iter().find(|t| t.title == "outline").unwrap().id.clone()]);
+    assert_eq!(draft.project, "blog");
+}
