@@ -21,6 +21,7 @@ pub mod item;
 pub mod key;
 pub mod merge;
 pub mod policy;
+pub mod schedule;
 pub mod task;
 
 pub use error::InputError;

@@ -377,6 +377,27 @@ impl Store for PgStore {
         })
     }
 
+    async fn cursor(&self, role: &str) -> Result<Option<String>> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt("SELECT value FROM setting WHERE name = $1", &[&format!("cursor:{role}")])
+            .await
+            .map_err(backend)?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    async fn set_cursor(&self, role: &str, last: &str) -> Result<()> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO setting (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+                &[&format!("cursor:{role}"), &last],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
     async fn paused(&self) -> Result<Option<String>> {
         in_tx!(self, |tx| paused_in(&tx).await?)
     }

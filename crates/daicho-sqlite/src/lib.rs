@@ -224,6 +224,29 @@ impl Store for SqliteStore {
         self.read(runs::paused_in).await
     }
 
+    async fn cursor(&self, role: &str) -> Result<Option<String>> {
+        let name = format!("cursor:{role}");
+        self.read(move |tx| {
+            tx.query_row("SELECT value FROM setting WHERE name = ?1", [&name], |r| r.get(0))
+                .optional()
+                .map_err(backend)
+        })
+        .await
+    }
+
+    async fn set_cursor(&self, role: &str, last: &str) -> Result<()> {
+        let (name, last) = (format!("cursor:{role}"), last.to_owned());
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT INTO setting (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                [&name, &last],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn run_counts(&self, since: Timestamp) -> Result<RunCounts> {
         self.read(move |tx| runs::run_counts_in(tx, since)).await
     }

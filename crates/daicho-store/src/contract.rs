@@ -57,6 +57,7 @@ macro_rules! store_contract_tests {
             batched_claims_and_finishes_commit_together,
             batched_claims_decide_each_request_alone,
             d4_replan_drops_the_old_open_tasks_in_the_same_transaction,
+            r3_cursors_persist_per_role_apart_from_the_kill_switch,
             a_random_walk_keeps_ready_exact_and_the_graph_acyclic,
         );
     };
@@ -776,6 +777,21 @@ pub async fn d4_replan_drops_the_old_open_tasks_in_the_same_transaction<B: Backe
     let journal = store.journal(old[1]).await.expect("journal");
     assert_eq!(journal.last().map(|e| e.after["status"].clone()), Some("dropped".into()));
     assert_eq!(rows.len(), 4, "rows are never deleted");
+}
+
+/// R3: a role's cursor persists across store handles, per role, and never touches the kill
+/// switch kept in the same settings.
+pub async fn r3_cursors_persist_per_role_apart_from_the_kill_switch<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    assert_eq!(store.cursor("sync").await.expect("cursor"), None);
+    store.set_cursor("sync", "inbox").await.expect("set");
+    store.set_cursor("sync", "sheet").await.expect("set");
+    store.set_cursor("view", "ops").await.expect("set");
+    store.set_paused(Some("night".into()), Actor::System, t0()).await.expect("pause");
+    let again = backend.open().await;
+    assert_eq!(again.cursor("sync").await.expect("cursor").as_deref(), Some("sheet"));
+    assert_eq!(again.cursor("view").await.expect("cursor").as_deref(), Some("ops"));
+    assert_eq!(again.paused().await.expect("paused").as_deref(), Some("night"));
 }
 
 /// A deterministic random walk of upserts (requested ids, missing deps kept, closed statuses),

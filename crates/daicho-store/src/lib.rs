@@ -382,6 +382,12 @@ pub trait Store: Send + Sync {
         policy: FailurePolicy,
     ) -> impl Future<Output = Result<Vec<(TaskId, Status)>>> + Send;
 
+    /// A scheduler role's round-robin cursor (R3): the last name it visited, if any.
+    fn cursor(&self, role: &str) -> impl Future<Output = Result<Option<String>>> + Send;
+
+    /// Stores a scheduler role's cursor (R3).
+    fn set_cursor(&self, role: &str, last: &str) -> impl Future<Output = Result<()>> + Send;
+
     /// Turns the kill switch on (with a reason) or off (S8), journaled as a ledger event.
     fn set_paused(
         &self,

@@ -107,6 +107,14 @@ impl Store for AnyStore {
         delegate!(self.replan(batch, retire))
     }
 
+    async fn cursor(&self, role: &str) -> Result<Option<String>> {
+        delegate!(self.cursor(role))
+    }
+
+    async fn set_cursor(&self, role: &str, last: &str) -> Result<()> {
+        delegate!(self.set_cursor(role, last))
+    }
+
     async fn ready_head(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>> {
         delegate!(self.ready_head(now, limit))
     }

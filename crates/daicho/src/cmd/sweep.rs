@@ -15,6 +15,8 @@ pub enum RoleArg {
     RunRequested,
     /// Automatic runs: `ai`-tagged tasks with `auto` actions (two per invocation by default).
     Auto,
+    /// Pull the configured sources, round-robin from where the last sync sweep stopped.
+    Sync,
 }
 
 /// Run one sweep role once: count lost runs, then run eligible ready tasks up to the limit,
@@ -25,9 +27,13 @@ pub struct Args {
     /// The role.
     #[arg(long, value_enum)]
     pub role: RoleArg,
-    /// At most this many runs (default: 1 for run-requested, 2 for auto).
+    /// At most this many runs (default: 1 for run-requested, 2 for auto), or sources for sync
+    /// (default: all of them).
     #[arg(long)]
     pub max: Option<usize>,
+    /// sync: start no source after this long (the rest are counted as truncated).
+    #[arg(long, default_value = "10m")]
+    pub budget: String,
 }
 
 /// Runs `daicho sweep`.
@@ -35,6 +41,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let role = match args.role {
         RoleArg::RunRequested => Role::RunRequested,
         RoleArg::Auto => Role::Auto,
+        RoleArg::Sync => return sync_role(args, ctx).await,
     };
     let engine = ctx.engine().await?;
     let report = engine.sweep(role, args.max.unwrap_or(role.default_max())).await?;
@@ -68,4 +75,50 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     ));
     output::print(&lines.join("\n"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sync role (R1, R3, R4): sources round-robin from the persisted cursor, at most `--max` per
+/// invocation, none started after `--budget`; what is left is reported as truncated.
+async fn sync_role(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    use daicho_store::Store as _;
+
+    let budget: jiff::SignedDuration =
+        args.budget.parse().context("--budget: a duration such as 10m or 30s")?;
+    let budget = std::time::Duration::try_from(budget).context("--budget must be positive")?;
+    let config = ctx.load_config()?;
+    let store = crate::ledger::open(&ctx.db).await?;
+    let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
+    let cursor = store.cursor("sync").await?;
+    let order =
+        daicho_core::schedule::round_robin(&names, cursor.as_deref(), args.max.unwrap_or(names.len()));
+    let picked: Vec<&daicho_engine::SourceConfig> = order.iter().map(|&i| &config.sources[i]).collect();
+    let deadline = std::time::Instant::now() + budget;
+    let results = super::sync::pull_all(&store, &config, &picked, Some(deadline)).await;
+    if let Some(last) = results.last() {
+        store.set_cursor("sync", &last.source).await?;
+    }
+    let truncated = names.len() - results.len();
+    let failed = results.iter().filter(|r| r.error.is_some()).count();
+    if ctx.json {
+        output::print_json(&serde_json::json!({
+            "role": "sync", "sources": results, "failed": failed, "truncated": truncated,
+        }))?;
+    } else {
+        let mut lines: Vec<String> = results
+            .iter()
+            .map(|r| match &r.error {
+                Some(e) => format!("{}: FAILED: {e}", r.source),
+                None => {
+                    format!("{}: {} added, {} updated, {} skipped", r.source, r.added, r.updated, r.skipped)
+                }
+            })
+            .collect();
+        lines.push(format!(
+            "{} sources synced, {failed} failed, {truncated} left for the next sweep",
+            results.len()
+        ));
+        output::print(&lines.join("\n"))?;
+    }
+    Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

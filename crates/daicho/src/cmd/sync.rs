@@ -4,10 +4,12 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use daicho_core::Actor;
+use daicho_engine::{Config, SourceConfig};
 use daicho_store::{Batch, Store, UnknownDeps};
 use serde::Serialize;
 
 use super::Context;
+use crate::ledger::AnyStore;
 use crate::output;
 use crate::wire::SkipJson;
 
@@ -24,34 +26,35 @@ pub struct Args {
 
 /// One source's outcome.
 #[derive(Debug, Serialize)]
-struct SourceJson {
-    source: String,
+pub struct SourceJson {
+    pub source: String,
     /// Items the source held (before aggregation).
-    read: usize,
-    added: usize,
-    updated: usize,
-    skipped: usize,
-    /// Left for a later sync by a time or count limit (none here: `sync` pulls all it is asked).
-    truncated: usize,
+    pub read: usize,
+    pub added: usize,
+    pub updated: usize,
+    pub skipped: usize,
+    /// Items left for a later sync by a limit (none yet: a source is pulled whole).
+    pub truncated: usize,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    skips: Vec<SkipJson>,
+    pub skips: Vec<SkipJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    pub error: Option<String>,
 }
 
-/// Runs `daicho sync`.
-pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let config = ctx.load_config()?;
-    for name in &args.sources {
-        if config.source(name).is_none() {
-            let known: Vec<&str> = config.sources.iter().map(|s| s.name.as_str()).collect();
-            bail!("no source named '{name}' in the configuration (known: {})", known.join(", "));
-        }
-    }
-    let store = crate::ledger::open(&ctx.db).await?;
+/// Pulls `sources` in order, each in its own transaction; a failure is recorded and the next
+/// source goes on. With a `deadline`, no source is started after it (R4): the ones not reached
+/// are left out of the result, for the caller to count.
+pub async fn pull_all(
+    store: &AnyStore,
+    config: &Config,
+    sources: &[&SourceConfig],
+    deadline: Option<std::time::Instant>,
+) -> Vec<SourceJson> {
     let mut results = Vec::new();
-    for source in config.sources.iter().filter(|s| args.sources.is_empty() || args.sources.contains(&s.name))
-    {
+    for source in sources {
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            break;
+        }
         let mut result = SourceJson {
             source: source.name.clone(),
             read: 0,
@@ -63,7 +66,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             error: None,
         };
         let outcome = async {
-            let pulled = daicho_engine::sources::pull(&config, source).await?;
+            let pulled = daicho_engine::sources::pull(config, source).await?;
             result.read = pulled.read;
             let batch = Batch {
                 items: pulled.items,
@@ -88,6 +91,22 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
         results.push(result);
     }
+    results
+}
+
+/// Runs `daicho sync`.
+pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let config = ctx.load_config()?;
+    for name in &args.sources {
+        if config.source(name).is_none() {
+            let known: Vec<&str> = config.sources.iter().map(|s| s.name.as_str()).collect();
+            bail!("no source named '{name}' in the configuration (known: {})", known.join(", "));
+        }
+    }
+    let store = crate::ledger::open(&ctx.db).await?;
+    let picked: Vec<&SourceConfig> =
+        config.sources.iter().filter(|s| args.sources.is_empty() || args.sources.contains(&s.name)).collect();
+    let results = pull_all(&store, &config, &picked, None).await;
     let failed = results.iter().filter(|r| r.error.is_some()).count();
     if ctx.json {
         output::print_json(&serde_json::json!({ "sources": results, "failed": failed }))?;

@@ -219,3 +219,36 @@ fn i6_a_bad_source_table_is_refused_with_its_line() {
     );
     assert!(ledger.tasks().is_empty());
 }
+
+/// R3, R4: ten projects' sources, at most 3 per sweep: four sweeps visit every project, each
+/// reports what it left as truncated, and the cursor survives between processes.
+#[test]
+fn r3_the_sync_role_goes_round_robin_and_counts_what_it_leaves() {
+    let ledger = Ledger::new();
+    let mut config = String::new();
+    for i in 0..10 {
+        config.push_str(&format!(
+            "[[source]]\nname = \"s{i}\"\nkind = \"jsonl\"\npath = \"s{i}.jsonl\"\nproject = \"p{i}\"\n\n"
+        ));
+        ledger.file(&format!("s{i}.jsonl"), format!("{{\"title\": \"work of p{i}\"}}\n"));
+    }
+    ledger.file("daicho.toml", config);
+    let mut visited = Vec::new();
+    for round in 0..4 {
+        let report: Value = ledger.run(&["sweep", "--role", "sync", "--max", "3", "--json"]).ok().json();
+        assert_eq!(report["truncated"], 7, "round {round}: {report}");
+        let names: Vec<String> = report["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["source"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(names.len(), 3);
+        visited.extend(names);
+    }
+    assert_eq!(visited[..4], ["s0", "s1", "s2", "s3"], "each sweep starts after the last one");
+    let mut projects: Vec<String> = ledger.tasks().into_iter().map(|t| t.project).collect();
+    projects.sort();
+    projects.dedup();
+    assert_eq!(projects.len(), 10, "every project visited: {projects:?}");
+}
