@@ -12,6 +12,7 @@
 //! - [`edit`]: a person's edit of a row and the journal's view of a change (F1).
 
 pub mod aggregate;
+pub mod cron;
 pub mod dag;
 pub mod edit;
 pub mod error;

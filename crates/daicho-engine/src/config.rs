@@ -9,7 +9,7 @@
 //! [[action]]
 //! name = "research"
 //! kind = "command"                       # command | llm
-//! command = ["./scripts/research.sh"]    # argv: task text is never interpolated
+//! command = ["./scripts/research.sh"]    # argv (a relative path is beside this file); task text is never interpolated
 //! types = ["調査/記事"]                   # S12: routed by work type …
 //! assignees = ["qiita-writer"]           # … or by assignee
 //! auto = true                            # S6: may run automatically on tasks tagged ai
@@ -26,6 +26,12 @@
 //! project = "support"                    # the default project of its items
 //! aggregate = "Get the unanswered questions answered"   # M10: one refresh row
 //! dashboard = true                       # V2: a count line in the cross view
+//!
+//! [[schedule]]                           # R1: `daicho serve` runs each role on its cron
+//! role = "auto"                          # run-requested | auto | sync
+//! cron = "0 3 * * *"                     # local time; @hourly, @daily … too
+//! max = 2                                # runs (or sources) per invocation
+//! budget = "30m"                         # R4: nothing new starts after this long
 //! ```
 
 use std::collections::HashSet;
@@ -59,7 +65,25 @@ pub struct Config {
     pub sources: Vec<SourceConfig>,
     /// The directory relative source paths and commands start from: the configuration file's.
     pub dir: PathBuf,
+    /// When `daicho serve` runs each role (R1).
+    pub schedules: Vec<ScheduleConfig>,
 }
+
+/// One scheduled role (R1): `daicho serve` runs it at the times of its cron expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleConfig {
+    /// `run-requested`, `auto` or `sync`.
+    pub role: String,
+    /// When, in the machine's local time.
+    pub cron: daicho_core::cron::Cron,
+    /// Runs (or sources) per invocation; the role's default when absent.
+    pub max: Option<usize>,
+    /// The time budget of one invocation (R4).
+    pub budget: SignedDuration,
+}
+
+/// The roles a schedule may name.
+pub const ROLES: [&str; 3] = ["run-requested", "auto", "sync"];
 
 /// One source to pull (X1).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,6 +189,17 @@ struct RawConfig {
     action: Vec<toml::Spanned<RawAction>>,
     #[serde(default)]
     source: Vec<toml::Spanned<RawSource>>,
+    #[serde(default)]
+    schedule: Vec<toml::Spanned<RawSchedule>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSchedule {
+    role: String,
+    cron: String,
+    max: Option<usize>,
+    budget: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -248,6 +283,27 @@ impl Config {
         })?;
         let mut config = Config::parse(&text, &file)?;
         config.dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        // A program named by a relative path (`./scripts/step.sh`) lives beside the file; a bare
+        // name (`python3`) is looked up in PATH as usual.
+        let dir = config.dir.clone();
+        let anchor = |argv: &mut Vec<String>| {
+            if let Some(program) = argv.first_mut()
+                && program.contains('/')
+                && Path::new(program.as_str()).is_relative()
+            {
+                *program = dir.join(program.as_str()).display().to_string();
+            }
+        };
+        for action in &mut config.actions {
+            if let ActionKind::Command { argv } = &mut action.kind {
+                anchor(argv);
+            }
+        }
+        for source in &mut config.sources {
+            if let SourceKind::Command { argv, .. } = &mut source.kind {
+                anchor(argv);
+            }
+        }
         Ok(config)
     }
 
@@ -420,7 +476,22 @@ impl Config {
                 line,
             });
         }
-        Ok(Config { actions, policy, sources, dir: PathBuf::new() })
+        let mut schedules: Vec<ScheduleConfig> = Vec::new();
+        for spanned in raw.schedule {
+            let line = Some(line_at(spanned.span().start));
+            let r = spanned.into_inner();
+            let error = |reason: String| ConfigError { file: file.to_owned(), line, reason };
+            if !ROLES.contains(&r.role.as_str()) {
+                return Err(error(format!("unknown role '{}' (known: {})", r.role, ROLES.join(", "))));
+            }
+            if schedules.iter().any(|s| s.role == r.role) {
+                return Err(error(format!("role '{}' is scheduled twice", r.role)));
+            }
+            let cron = daicho_core::cron::Cron::parse(&r.cron).map_err(error)?;
+            let budget = duration(r.budget.as_deref(), SignedDuration::from_mins(30), "budget", line)?;
+            schedules.push(ScheduleConfig { role: r.role, cron, max: r.max, budget });
+        }
+        Ok(Config { actions, policy, sources, dir: PathBuf::new(), schedules })
     }
 
     /// The source with this name.
@@ -606,6 +677,13 @@ aggregate = "Fix the findings"
                 "[[source]]\nname = \"a\"\nkind = \"md\"\npath = \"a\"\ncolour = 1\n",
                 Some(5),
                 "unknown field `colour`",
+            ),
+            ("[[schedule]]\nrole = \"view\"\ncron = \"@daily\"\n", Some(1), "unknown role 'view'"),
+            ("\n[[schedule]]\nrole = \"auto\"\ncron = \"61 * * * *\"\n", Some(2), "out of range"),
+            (
+                "[[schedule]]\nrole = \"sync\"\ncron = \"@daily\"\n[[schedule]]\nrole = \"sync\"\ncron = \"@hourly\"\n",
+                Some(4),
+                "scheduled twice",
             ),
         ];
         for (text, line, reason) in cases {

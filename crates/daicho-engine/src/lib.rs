@@ -24,7 +24,7 @@ use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, StoreError, UnknownDeps};
 use jiff::Timestamp;
 
-pub use config::{ActionConfig, ActionKind, Config, ConfigError, SourceConfig, SourceKind};
+pub use config::{ActionConfig, ActionKind, Config, ConfigError, ScheduleConfig, SourceConfig, SourceKind};
 use executor::{ExecOutcome, RunContext};
 pub use work::{WorkOptions, WorkTotals};
 

@@ -377,6 +377,27 @@ impl Store for PgStore {
         })
     }
 
+    async fn lease_role(&self, role: &str, owner: &str, now: Timestamp, until: Timestamp) -> Result<bool> {
+        let name = format!("lease:{role}");
+        in_tx!(self, lock, |tx| {
+            let stored: Option<String> = tx
+                .query_opt("SELECT value FROM setting WHERE name = $1", &[&name])
+                .await
+                .map_err(backend)?
+                .map(|r| r.get(0));
+            if !daicho_store::role_lease_free(stored.as_deref(), owner, now) {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT INTO setting (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+                &[&name, &daicho_store::role_lease_value(owner, until)],
+            )
+            .await
+            .map_err(backend)?;
+            true
+        })
+    }
+
     async fn cursor(&self, role: &str) -> Result<Option<String>> {
         let client = self.client().await?;
         let row = client

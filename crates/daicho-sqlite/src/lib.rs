@@ -224,6 +224,26 @@ impl Store for SqliteStore {
         self.read(runs::paused_in).await
     }
 
+    async fn lease_role(&self, role: &str, owner: &str, now: Timestamp, until: Timestamp) -> Result<bool> {
+        let (name, owner) = (format!("lease:{role}"), owner.to_owned());
+        self.write(move |tx| {
+            let stored: Option<String> = tx
+                .query_row("SELECT value FROM setting WHERE name = ?1", [&name], |r| r.get(0))
+                .optional()
+                .map_err(backend)?;
+            if !daicho_store::role_lease_free(stored.as_deref(), &owner, now) {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT INTO setting (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                [&name, &daicho_store::role_lease_value(&owner, until)],
+            )
+            .map_err(backend)?;
+            Ok(true)
+        })
+        .await
+    }
+
     async fn cursor(&self, role: &str) -> Result<Option<String>> {
         let name = format!("cursor:{role}");
         self.read(move |tx| {

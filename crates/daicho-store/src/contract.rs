@@ -58,6 +58,7 @@ macro_rules! store_contract_tests {
             batched_claims_decide_each_request_alone,
             d4_replan_drops_the_old_open_tasks_in_the_same_transaction,
             r3_cursors_persist_per_role_apart_from_the_kill_switch,
+            r2_a_role_lease_has_one_holder_until_it_expires_or_is_released,
             a_random_walk_keeps_ready_exact_and_the_graph_acyclic,
         );
     };
@@ -792,6 +793,21 @@ pub async fn r3_cursors_persist_per_role_apart_from_the_kill_switch<B: Backend>(
     assert_eq!(again.cursor("sync").await.expect("cursor").as_deref(), Some("sheet"));
     assert_eq!(again.cursor("view").await.expect("cursor").as_deref(), Some("ops"));
     assert_eq!(again.paused().await.expect("paused").as_deref(), Some("night"));
+}
+
+/// R2: one holder per role lease: a second owner is refused until it expires or is released;
+/// the holder may renew it; leases of different roles are independent.
+pub async fn r2_a_role_lease_has_one_holder_until_it_expires_or_is_released<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let later = |s: i64| t0() + SignedDuration::from_secs(s);
+    assert!(store.lease_role("sync", "serve-a", t0(), later(60)).await.expect("lease"));
+    assert!(!store.lease_role("sync", "serve-b", later(10), later(70)).await.expect("lease"));
+    assert!(store.lease_role("auto", "serve-b", later(10), later(70)).await.expect("lease"), "another role");
+    assert!(store.lease_role("sync", "serve-a", later(20), later(80)).await.expect("lease"), "renewed");
+    assert!(!store.lease_role("sync", "serve-b", later(79), later(90)).await.expect("lease"));
+    assert!(store.lease_role("sync", "serve-b", later(80), later(90)).await.expect("lease"), "expired");
+    assert!(store.lease_role("sync", "serve-b", later(85), later(85)).await.expect("release"));
+    assert!(store.lease_role("sync", "serve-a", later(86), later(99)).await.expect("lease"), "released");
 }
 
 /// A deterministic random walk of upserts (requested ids, missing deps kept, closed statuses),

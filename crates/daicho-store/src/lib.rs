@@ -263,6 +263,17 @@ pub struct ActionStats {
     pub tokens_out: u64,
 }
 
+/// Decides a role lease from the stored value (`owner|expiry in µs`): whether `owner` may take it.
+pub fn role_lease_free(stored: Option<&str>, owner: &str, now: Timestamp) -> bool {
+    let Some((holder, expiry)) = stored.and_then(|v| v.rsplit_once('|')) else { return true };
+    holder == owner || expiry.parse::<i64>().is_ok_and(|e| e <= now.as_microsecond())
+}
+
+/// The stored value of a role lease.
+pub fn role_lease_value(owner: &str, until: Timestamp) -> String {
+    format!("{owner}|{}", until.as_microsecond())
+}
+
 /// The storage contract. Each method is one transaction.
 ///
 /// Implementations are cheap to share (`Send + Sync`); methods take `&self`.
@@ -387,6 +398,17 @@ pub trait Store: Send + Sync {
 
     /// Stores a scheduler role's cursor (R3).
     fn set_cursor(&self, role: &str, last: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// Takes (or keeps) the lease on a scheduler role for `owner` until `until` (R2: two `serve`
+    /// processes on one ledger never run the same role at once): true when `owner` holds it now
+    /// — it was free, expired by `now`, or already `owner`'s. `until <= now` releases it.
+    fn lease_role(
+        &self,
+        role: &str,
+        owner: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> impl Future<Output = Result<bool>> + Send;
 
     /// Turns the kill switch on (with a reason) or off (S8), journaled as a ledger event.
     fn set_paused(

@@ -62,6 +62,8 @@ pub enum Command {
     Sync(cmd::sync::Args),
     /// Save a goal's plan (tasks with deps) in one transaction.
     Plan(cmd::plan::Args),
+    /// Run the scheduled roles of daicho.toml at their cron times.
+    Serve(cmd::serve::Args),
     /// Export the ledger as Markdown, JSON or CSV.
     Export(cmd::export::Args),
     /// Run one task now, by the same rules as a sweep (external tasks need approval).

@@ -107,6 +107,10 @@ impl Store for AnyStore {
         delegate!(self.replan(batch, retire))
     }
 
+    async fn lease_role(&self, role: &str, owner: &str, now: Timestamp, until: Timestamp) -> Result<bool> {
+        delegate!(self.lease_role(role, owner, now, until))
+    }
+
     async fn cursor(&self, role: &str) -> Result<Option<String>> {
         delegate!(self.cursor(role))
     }

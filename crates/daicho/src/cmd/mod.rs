@@ -12,6 +12,7 @@ pub mod plan;
 pub mod push;
 pub mod ready;
 pub mod run;
+pub mod serve;
 pub mod set;
 pub mod show;
 pub mod stats;
@@ -97,6 +98,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => import::run(args, &ctx).await,
         Command::Sync(args) => sync::run(args, &ctx).await,
         Command::Plan(args) => plan::run(args, &ctx).await,
+        Command::Serve(args) => serve::run(args, &ctx).await,
         Command::Export(args) => export::run(args, &ctx).await,
         Command::Run(args) => run::run(args, &ctx, false).await,
         Command::RunHeavy(args) => run::run(args, &ctx, true).await,

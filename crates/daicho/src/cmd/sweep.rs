@@ -81,44 +81,65 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
 /// invocation, none started after `--budget`; what is left is reported as truncated.
 async fn sync_role(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     use anyhow::Context as _;
-    use daicho_store::Store as _;
 
     let budget: jiff::SignedDuration =
         args.budget.parse().context("--budget: a duration such as 10m or 30s")?;
     let budget = std::time::Duration::try_from(budget).context("--budget must be positive")?;
     let config = ctx.load_config()?;
     let store = crate::ledger::open(&ctx.db).await?;
+    let report = sync_sweep(&store, &config, args.max, budget).await?;
+    if ctx.json {
+        output::print_json(&report)?;
+    } else {
+        output::print(&sync_text(&report))?;
+    }
+    Ok(if report["failed"].as_u64().unwrap_or(0) > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// One sync sweep: `{"role": "sync", "sources": […], "failed": n, "truncated": n}`.
+pub async fn sync_sweep(
+    store: &crate::ledger::AnyStore,
+    config: &daicho_engine::Config,
+    max: Option<usize>,
+    budget: std::time::Duration,
+) -> anyhow::Result<serde_json::Value> {
+    use daicho_store::Store as _;
+
     let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
     let cursor = store.cursor("sync").await?;
-    let order =
-        daicho_core::schedule::round_robin(&names, cursor.as_deref(), args.max.unwrap_or(names.len()));
+    let order = daicho_core::schedule::round_robin(&names, cursor.as_deref(), max.unwrap_or(names.len()));
     let picked: Vec<&daicho_engine::SourceConfig> = order.iter().map(|&i| &config.sources[i]).collect();
     let deadline = std::time::Instant::now() + budget;
-    let results = super::sync::pull_all(&store, &config, &picked, Some(deadline)).await;
+    let results = super::sync::pull_all(store, config, &picked, Some(deadline)).await;
     if let Some(last) = results.last() {
         store.set_cursor("sync", &last.source).await?;
     }
     let truncated = names.len() - results.len();
     let failed = results.iter().filter(|r| r.error.is_some()).count();
-    if ctx.json {
-        output::print_json(&serde_json::json!({
-            "role": "sync", "sources": results, "failed": failed, "truncated": truncated,
-        }))?;
-    } else {
-        let mut lines: Vec<String> = results
-            .iter()
-            .map(|r| match &r.error {
-                Some(e) => format!("{}: FAILED: {e}", r.source),
-                None => {
-                    format!("{}: {} added, {} updated, {} skipped", r.source, r.added, r.updated, r.skipped)
-                }
-            })
-            .collect();
-        lines.push(format!(
-            "{} sources synced, {failed} failed, {truncated} left for the next sweep",
-            results.len()
-        ));
-        output::print(&lines.join("\n"))?;
-    }
-    Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(serde_json::json!({ "role": "sync", "sources": results, "failed": failed, "truncated": truncated }))
+}
+
+/// A sync sweep's report as text.
+pub fn sync_text(report: &serde_json::Value) -> String {
+    let sources = report["sources"].as_array().cloned().unwrap_or_default();
+    let mut lines: Vec<String> = sources
+        .iter()
+        .map(|r| match r["error"].as_str() {
+            Some(e) => format!("{}: FAILED: {e}", r["source"].as_str().unwrap_or("")),
+            None => format!(
+                "{}: {} added, {} updated, {} skipped",
+                r["source"].as_str().unwrap_or(""),
+                r["added"],
+                r["updated"],
+                r["skipped"]
+            ),
+        })
+        .collect();
+    lines.push(format!(
+        "{} sources synced, {} failed, {} left for the next sweep",
+        sources.len(),
+        report["failed"],
+        report["truncated"]
+    ));
+    lines.join("\n")
 }

@@ -252,3 +252,72 @@ fn r3_the_sync_role_goes_round_robin_and_counts_what_it_leaves() {
     projects.dedup();
     assert_eq!(projects.len(), 10, "every project visited: {projects:?}");
 }
+
+/// The quickstart as sweeps (R1): the plan is pulled, the chain T-1 … T-5 runs to done/review as
+/// configured, and the publish step waits in the approval queue without running.
+#[test]
+fn quickstart_the_chain_runs_and_publish_waits_for_approval() {
+    let ledger = Ledger::new();
+    let config =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart/daicho.toml");
+    let config = config.to_str().unwrap();
+    let sweep = |role: &str| -> Value {
+        let run = ledger
+            .command(&["--config", config, "sweep", "--role", role, "--max", "10", "--json"])
+            .env("STEP_SECONDS", "0")
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        serde_json::from_slice(&run.stdout).unwrap()
+    };
+    assert_eq!(sweep("sync")["sources"][0]["added"], 6);
+    let auto = sweep("auto");
+    assert_eq!(auto["ran"].as_array().unwrap().len(), 5, "{auto}");
+    assert_eq!(auto["queued"], serde_json::json!(["T-6"]));
+    let status: Vec<(String, String)> = ledger.tasks().into_iter().map(|t| (t.id, t.status)).collect();
+    let want = [
+        ("T-1", "done"),
+        ("T-2", "done"),
+        ("T-3", "done"),
+        ("T-4", "done"),
+        ("T-5", "review"),
+        ("T-6", "pending"),
+    ];
+    assert_eq!(status, want.map(|(a, b)| (a.to_owned(), b.to_owned())));
+    let again = sweep("auto");
+    assert!(again["ran"].as_array().unwrap().is_empty(), "publish never runs unapproved: {again}");
+    let results: Vec<String> = ledger.tasks().into_iter().map(|t| t.result).collect();
+    assert!(results[0].starts_with("finished T-1"), "{results:?}");
+}
+
+/// R2: two `serve` processes started together on one ledger: the role lease lets only one run
+/// the slow sync; the other reports it skipped.
+#[test]
+fn r2_two_serves_never_run_the_same_role_at_once() {
+    let ledger = Ledger::new();
+    let slow = ledger.script("slow.sh", "echo start >> \"$LOG\"\nsleep 2\necho '[{\"title\": \"found\"}]'\n");
+    ledger.file(
+        "daicho.toml",
+        format!("[[source]]\nname = \"slow\"\nkind = \"command\"\ncommand = [\"{slow}\"]\n\n[[schedule]]\nrole = \"sync\"\ncron = \"@daily\"\n"),
+    );
+    let serves: Vec<_> = (0..2)
+        .map(|_| {
+            ledger
+                .command(&["serve", "--now", "--once", "--json"])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<String> = serves
+        .into_iter()
+        .map(|c| String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap())
+        .collect();
+    assert_eq!(ledger.log_lines().len(), 1, "the sync ran once: {outputs:?}");
+    assert_eq!(
+        outputs.iter().filter(|o| o.contains("another serve holds this role")).count(),
+        1,
+        "{outputs:?}"
+    );
+    assert_eq!(ledger.tasks().len(), 1);
+}

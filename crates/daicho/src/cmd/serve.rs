@@ -1,0 +1,142 @@
+//! `daicho serve`: the scheduler daemon (R1, R2). Each `[[schedule]]` of daicho.toml names a role
+//! and a cron expression; at each of its times the role runs once, under a lease in the ledger so
+//! that two `serve` processes on one ledger never run the same role at the same moment.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::bail;
+use daicho_engine::{Role, ScheduleConfig};
+use daicho_store::Store as _;
+use jiff::Timestamp;
+
+use super::Context;
+use crate::output;
+use crate::wire::SweepJson;
+
+/// Run the roles of daicho.toml's `[[schedule]]` tables at their cron times (the machine's local
+/// time) until stopped (Ctrl-C or SIGTERM). Every role run prints one result line; a role
+/// another `serve` holds is skipped with a note. `--now` runs every scheduled role once at
+/// start; `--now --once` does only that, for a one-shot run from cron or a script.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run every scheduled role once right away.
+    #[arg(long)]
+    pub now: bool,
+    /// With --now: exit after that first round.
+    #[arg(long, requires = "now")]
+    pub once: bool,
+}
+
+/// Runs `daicho serve`.
+pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let config = ctx.load_config()?;
+    if config.schedules.is_empty() {
+        bail!("nothing to serve: add [[schedule]] tables (role, cron) to the configuration");
+    }
+    let engine = ctx.engine().await?;
+    let store = crate::ledger::open(&ctx.db).await?;
+    let owner = daicho_engine::worker_name();
+    let mut failed = 0;
+    if args.now {
+        for schedule in &config.schedules {
+            failed += run_role(ctx, &engine, &store, &config, schedule, &owner, Timestamp::now()).await?;
+        }
+        if args.once {
+            return Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS });
+        }
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        let tz = jiff::tz::TimeZone::system();
+        let now = Timestamp::now();
+        let local = now.to_zoned(tz.clone()).datetime();
+        let next = config
+            .schedules
+            .iter()
+            .filter_map(|s| s.cron.next_after(local).map(|t| (t, s)))
+            .min_by_key(|(t, _)| *t);
+        let Some((at, _)) = next else { bail!("no schedule has a next time") };
+        let when = tz.to_timestamp(at).unwrap_or(now);
+        let wait = Duration::try_from(when.duration_since(now)).unwrap_or_default();
+        tracing::info!(next = %at, "waiting for the next scheduled role");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            _ = term.recv() => return Ok(ExitCode::SUCCESS),
+            () = tokio::time::sleep(wait) => {}
+        }
+        // Every role due at this minute runs, in the file's order.
+        for schedule in config.schedules.iter().filter(|s| s.cron.next_after(local) == Some(at)) {
+            if let Err(e) = run_role(ctx, &engine, &store, &config, schedule, &owner, when).await {
+                tracing::error!(role = %schedule.role, "{e:#}");
+            }
+        }
+    }
+}
+
+/// Runs one role, fired at `fired`, under its lease; returns 1 when it reported a failure.
+async fn run_role(
+    ctx: &Context,
+    engine: &daicho_engine::Engine<crate::ledger::AnyStore>,
+    store: &crate::ledger::AnyStore,
+    config: &daicho_engine::Config,
+    schedule: &ScheduleConfig,
+    owner: &str,
+    fired: Timestamp,
+) -> anyhow::Result<usize> {
+    let now = Timestamp::now();
+    let until = now + schedule.budget + jiff::SignedDuration::from_mins(1);
+    if !store.lease_role(&schedule.role, owner, now, until).await? {
+        let note = serde_json::json!({ "role": schedule.role, "skipped": "another serve holds this role" });
+        if ctx.json {
+            output::print_json(&note)?;
+        } else {
+            output::print(&format!("{}: skipped, another serve holds this role", schedule.role))?;
+        }
+        return Ok(0);
+    }
+    let budget = Duration::try_from(schedule.budget).unwrap_or(Duration::from_secs(1800));
+    let outcome = async {
+        let failed = match schedule.role.as_str() {
+            "sync" => {
+                let report = super::sweep::sync_sweep(store, config, schedule.max, budget).await?;
+                if ctx.json {
+                    output::print_json(&report)?;
+                } else {
+                    output::print(&format!(
+                        "sync: {}",
+                        super::sweep::sync_text(&report).replace('\n', "; ")
+                    ))?;
+                }
+                usize::from(report["failed"].as_u64().unwrap_or(0) > 0)
+            }
+            name => {
+                let role = if name == "auto" { Role::Auto } else { Role::RunRequested };
+                let report = engine.sweep(role, schedule.max.unwrap_or(role.default_max())).await?;
+                if ctx.json {
+                    output::print_json(&SweepJson::from(&report))?;
+                } else {
+                    output::print(&format!(
+                        "{name}: {} ran, {} held, {} queued for approval, {} lost runs counted, {} truncated{}",
+                        report.ran.len(),
+                        report.held.len(),
+                        report.queued.len(),
+                        report.lost.len(),
+                        report.truncated,
+                        report.paused.as_deref().map(|r| format!(" (paused: {r})")).unwrap_or_default()
+                    ))?;
+                }
+                0
+            }
+        };
+        anyhow::Ok(failed)
+    };
+    let result = outcome.await;
+    // Kept to the end of the minute it fired in (another serve firing at the same minute skips
+    // it), then free whatever happened, so the next time is not blocked.
+    let now = Timestamp::now();
+    store
+        .lease_role(&schedule.role, owner, now, (fired + jiff::SignedDuration::from_secs(60)).max(now))
+        .await?;
+    result
+}
