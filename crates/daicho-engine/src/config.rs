@@ -494,6 +494,41 @@ impl Config {
         Ok(Config { actions, policy, sources, dir: PathBuf::new(), schedules })
     }
 
+    /// Layers the environment over the file (I6: defaults → file → `DAICHO_*` → flags):
+    /// `DAICHO_MAX_FAILURES`, `DAICHO_LEASE` and `DAICHO_DAILY_CAP` replace the `[policy]` values.
+    /// Pure: `env` looks a variable up.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the variable when its value is not valid.
+    pub fn with_env(mut self, env: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let bad = |var: &str, reason: String| ConfigError {
+            file: format!("environment {var}"),
+            line: None,
+            reason,
+        };
+        if let Some(v) = env("DAICHO_MAX_FAILURES").filter(|v| !v.trim().is_empty()) {
+            let n: u32 = v.trim().parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                bad("DAICHO_MAX_FAILURES", format!("'{v}' is not a whole number of at least 1"))
+            })?;
+            self.policy.failures.max_failures = n;
+        }
+        if let Some(v) = env("DAICHO_LEASE").filter(|v| !v.trim().is_empty()) {
+            self.policy.lease =
+                v.trim().parse::<SignedDuration>().ok().filter(|d| d.is_positive()).ok_or_else(|| {
+                    bad("DAICHO_LEASE", format!("'{v}' is not a positive duration (e.g. \"30m\")"))
+                })?;
+        }
+        if let Some(v) = env("DAICHO_DAILY_CAP").filter(|v| !v.trim().is_empty()) {
+            let n: u32 = v
+                .trim()
+                .parse()
+                .map_err(|_| bad("DAICHO_DAILY_CAP", format!("'{v}' is not a whole number")))?;
+            self.policy.daily_cap = Some(n);
+        }
+        Ok(self)
+    }
+
     /// The source with this name.
     pub fn source(&self, name: &str) -> Option<&SourceConfig> {
         self.sources.iter().find(|s| s.name == name)
@@ -584,6 +619,41 @@ api_key_env = "DRAFT_KEY"
             "daicho.toml: action 'draft': the API key variable DRAFT_KEY is not set"
         );
         assert!(config.check_environment("daicho.toml", |_| Some("k".into())).is_ok());
+    }
+
+    #[test]
+    fn i6_the_environment_overrides_the_file_and_bad_values_name_the_variable() {
+        let file = Config::parse("[policy]\nmax_failures = 5\nlease = \"10m\"\n", "daicho.toml").unwrap();
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned())
+        };
+        let same = file.clone().with_env(vars(&[])).unwrap();
+        assert_eq!(
+            (same.policy.failures.max_failures, same.policy.lease),
+            (5, SignedDuration::from_mins(10))
+        );
+        let layered = file
+            .clone()
+            .with_env(vars(&[
+                ("DAICHO_MAX_FAILURES", "2"),
+                ("DAICHO_LEASE", "90s"),
+                ("DAICHO_DAILY_CAP", "7"),
+            ]))
+            .unwrap();
+        assert_eq!(layered.policy.failures.max_failures, 2);
+        assert_eq!(layered.policy.lease, SignedDuration::from_secs(90));
+        assert_eq!(layered.policy.daily_cap, Some(7));
+        let defaults = Config::default().with_env(vars(&[("DAICHO_LEASE", "1h")])).unwrap();
+        assert_eq!(
+            (defaults.policy.lease, defaults.policy.failures.max_failures),
+            (SignedDuration::from_hours(1), 3)
+        );
+        let err = file.clone().with_env(vars(&[("DAICHO_LEASE", "soon")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "environment DAICHO_LEASE: 'soon' is not a positive duration (e.g. \"30m\")"
+        );
+        assert!(file.with_env(vars(&[("DAICHO_MAX_FAILURES", "0")])).is_err());
     }
 
     #[test]

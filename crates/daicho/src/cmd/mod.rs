@@ -59,11 +59,12 @@ impl Context {
 
     /// Loads and checks the configuration (an empty one without a file).
     pub fn load_config(&self) -> anyhow::Result<daicho_engine::Config> {
+        let env = |var: &str| std::env::var(var).ok();
         let Some(path) = self.config_path() else {
-            return Ok(daicho_engine::Config::default());
+            return Ok(daicho_engine::Config::default().with_env(env)?);
         };
-        let config = daicho_engine::Config::load(&path)?;
-        config.check_environment(&path.display().to_string(), |var| std::env::var(var).ok())?;
+        let config = daicho_engine::Config::load(&path)?.with_env(env)?;
+        config.check_environment(&path.display().to_string(), env)?;
         Ok(config)
     }
 

@@ -321,3 +321,26 @@ fn r2_two_serves_never_run_the_same_role_at_once() {
     );
     assert_eq!(ledger.tasks().len(), 1);
 }
+
+/// I6: `daicho init` writes a commented example configuration once, never over an existing one;
+/// the environment overrides its policy; a bad variable is named.
+#[test]
+fn i6_init_writes_a_commented_configuration_once() {
+    let ledger = Ledger::uninitialized();
+    let first: Value = ledger.run(&["init", "--json"]).ok().json();
+    assert_eq!(first["config_created"], true);
+    let path = ledger.dir.path().join("daicho.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("# [[source]]") && text.contains("# [[schedule]]"), "{text}");
+    std::fs::write(&path, "[policy]\nlease = \"10m\"\n").unwrap();
+    let second: Value = ledger.run(&["init", "--json"]).ok().json();
+    assert_eq!((second["created"].as_bool(), second["config_created"].as_bool()), (Some(false), Some(false)));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "[policy]\nlease = \"10m\"\n", "never overwritten");
+    let bad = ledger.command(&["sweep", "--role", "auto"]).env("DAICHO_LEASE", "soon").output().unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("DAICHO_LEASE"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
