@@ -16,6 +16,10 @@
 //!   then `daicho ready` as a whole process (goal < 50 ms) and `daicho push` of 100,000 new
 //!   items into that ledger (goal < 5 s).
 //!
+//! - `sync`: `daicho sync` of a 100,000-item JSON Lines source into a SQLite ledger of 1,000,000
+//!   rows, whole-process (goal < 10 s, peak memory < 500 MB, read with `/usr/bin/time`), then the
+//!   same sync again (nothing to add or patch).
+//!
 //! The `daicho` binary is looked for beside this one (`target/release/daicho`) unless
 //! `DAICHO_BIN` names it.
 
@@ -32,14 +36,16 @@ fn main() {
         "ledger" => bench_ledger(),
         "claims" => bench_claims(),
         "postgres" => bench_postgres(),
+        "sync" => bench_sync(),
         "all" => {
             bench_merge();
             bench_ledger();
             bench_claims();
             bench_postgres();
+            bench_sync();
         }
         other => {
-            eprintln!("usage: daicho-bench [merge|ledger|claims|postgres|all] (got '{other}')");
+            eprintln!("usage: daicho-bench [merge|ledger|claims|postgres|sync|all] (got '{other}')");
             std::process::exit(2);
         }
     }
@@ -493,4 +499,61 @@ fn bench_postgres() {
         drop(store);
         client.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).await.expect("drop");
     });
+}
+
+/// Runs `daicho` under `/usr/bin/time` (when present): the wall time and the peak RSS in MiB.
+fn timed(bin: &Path, dir: &Path, args: &[&str]) -> (Duration, Option<f64>) {
+    let time = Path::new("/usr/bin/time");
+    let report = dir.join("time.out");
+    let mut command = if time.exists() {
+        let mut c = Command::new(time);
+        c.arg("-f").arg("%M").arg("-o").arg(&report).arg(bin);
+        c
+    } else {
+        Command::new(bin)
+    };
+    command.args(args).current_dir(dir).stdout(Stdio::null()).stderr(Stdio::inherit());
+    let started = Instant::now();
+    let status = command.status().expect("daicho runs");
+    let took = started.elapsed();
+    assert!(status.success(), "daicho {args:?} failed: {status}");
+    let rss = std::fs::read_to_string(&report).ok().and_then(|t| t.trim().lines().last()?.trim().parse::<f64>().ok());
+    (took, rss.map(|kib| kib / 1024.0))
+}
+
+fn bench_sync() {
+    use std::io::Write as _;
+
+    let bin = daicho_bin();
+    let dir = std::env::temp_dir().join(format!("daicho-bench-sync-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a bench directory");
+    let write_lines = |name: &str, n: usize, prefix: &str| {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join(name)).expect("create"));
+        for i in 0..n {
+            writeln!(out, "{{\"title\": \"{prefix} item {i}\", \"body\": \"found by the nightly scan, case {i}\", \"project\": \"p{}\"}}", i % 50).expect("write");
+        }
+    };
+    write_lines("ledger.jsonl", 1_000_000, "existing");
+    write_lines("source.jsonl", 100_000, "incoming");
+    std::fs::write(dir.join("daicho.toml"), "[[source]]\nname = \"scan\"\nkind = \"jsonl\"\npath = \"source.jsonl\"\n")
+        .expect("config");
+    let db = dir.join("ledger.db");
+    let db = db.to_str().expect("a UTF-8 path");
+    let (took, _) = timed(&bin, &dir, &["--db", db, "init", "--no-config"]);
+    let _ = took;
+    let (took, rss) = timed(&bin, &dir, &["--db", db, "import", "ledger.jsonl"]);
+    println!("sync: built a 1,000,000-row ledger with daicho import in {} (peak {:.0} MiB)", ms(took), rss.unwrap_or(f64::NAN));
+    let (took, rss) = timed(&bin, &dir, &["--db", db, "sync"]);
+    println!(
+        "sync: 100,000 new items from a JSON Lines source into 1,000,000 rows: {} whole-process, peak {:.0} MiB (goal < 10 s, < 500 MB)",
+        ms(took),
+        rss.unwrap_or(f64::NAN)
+    );
+    let (took, rss) = timed(&bin, &dir, &["--db", db, "sync"]);
+    println!(
+        "sync: the same source again (adds 0, patches 0): {} whole-process, peak {:.0} MiB",
+        ms(took),
+        rss.unwrap_or(f64::NAN)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
