@@ -517,7 +517,9 @@ fn timed(bin: &Path, dir: &Path, args: &[&str]) -> (Duration, Option<f64>) {
     let status = command.status().expect("daicho runs");
     let took = started.elapsed();
     assert!(status.success(), "daicho {args:?} failed: {status}");
-    let rss = std::fs::read_to_string(&report).ok().and_then(|t| t.trim().lines().last()?.trim().parse::<f64>().ok());
+    let rss = std::fs::read_to_string(&report)
+        .ok()
+        .and_then(|t| t.trim().lines().last()?.trim().parse::<f64>().ok());
     (took, rss.map(|kib| kib / 1024.0))
 }
 
@@ -535,14 +537,21 @@ fn bench_sync() {
     };
     write_lines("ledger.jsonl", 1_000_000, "existing");
     write_lines("source.jsonl", 100_000, "incoming");
-    std::fs::write(dir.join("daicho.toml"), "[[source]]\nname = \"scan\"\nkind = \"jsonl\"\npath = \"source.jsonl\"\n")
-        .expect("config");
+    std::fs::write(
+        dir.join("daicho.toml"),
+        "[[source]]\nname = \"scan\"\nkind = \"jsonl\"\npath = \"source.jsonl\"\n",
+    )
+    .expect("config");
     let db = dir.join("ledger.db");
     let db = db.to_str().expect("a UTF-8 path");
     let (took, _) = timed(&bin, &dir, &["--db", db, "init", "--no-config"]);
     let _ = took;
     let (took, rss) = timed(&bin, &dir, &["--db", db, "import", "ledger.jsonl"]);
-    println!("sync: built a 1,000,000-row ledger with daicho import in {} (peak {:.0} MiB)", ms(took), rss.unwrap_or(f64::NAN));
+    println!(
+        "sync: built a 1,000,000-row ledger with daicho import in {} (peak {:.0} MiB)",
+        ms(took),
+        rss.unwrap_or(f64::NAN)
+    );
     let (took, rss) = timed(&bin, &dir, &["--db", db, "sync"]);
     println!(
         "sync: 100,000 new items from a JSON Lines source into 1,000,000 rows: {} whole-process, peak {:.0} MiB (goal < 10 s, < 500 MB)",

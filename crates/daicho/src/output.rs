@@ -32,6 +32,46 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     print(&serde_json::to_string(value)?)
 }
 
+/// Progress of long work on the terminal: a bar on stderr when stderr is a terminal, nothing on a
+/// pipe or a file (so scripts and logs stay clean).
+pub struct Progress {
+    what: &'static str,
+    total: usize,
+    done: usize,
+    on: bool,
+}
+
+impl Progress {
+    /// Progress over `total` steps of `what` (`sources`, `files`).
+    pub fn new(what: &'static str, total: usize) -> Progress {
+        use std::io::IsTerminal as _;
+        Progress { what, total, done: 0, on: std::io::stderr().is_terminal() }
+    }
+
+    /// Shows that the next step, `label`, is under way.
+    pub fn start(&mut self, label: &str) {
+        if !self.on {
+            return;
+        }
+        let width = 24;
+        let filled = (self.done * width).checked_div(self.total).unwrap_or(width);
+        let bar = format!("{}{}", "#".repeat(filled), "-".repeat(width - filled));
+        eprint!("\r\x1b[2K[{bar}] {}/{} {}: {}", self.done, self.total, self.what, cell(label, 40));
+    }
+
+    /// Marks the current step done.
+    pub fn step(&mut self) {
+        self.done += 1;
+    }
+
+    /// Clears the bar.
+    pub fn finish(self) {
+        if self.on {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
 /// Whether an error is a closed stdout (`daicho list | head`): exit quietly then.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|e| {

@@ -42,12 +42,16 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let defaults = ItemDefaults { source: source.clone(), project: args.project.clone() };
     let mut items: Vec<Item> = Vec::new();
     let mut names = Vec::new();
+    let mut progress = output::Progress::new("files", args.files.len() + 1);
     for path in &args.files {
+        progress.start(&format!("reading {}", path.display()));
         let (name, bytes) = input::read(path)?;
         let format = input::format_of(args.format, &name, None)?;
         items.extend(input::parse(&name, &bytes, format, &defaults)?);
         names.push(name);
+        progress.step();
     }
+    progress.start(&format!("writing {} items in one transaction", items.len()));
     let batch = Batch {
         items,
         actor: Actor::Sync(source),
@@ -55,7 +59,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         file: names.join(", "),
         unknown_deps: UnknownDeps::Refuse,
     };
-    let report = store.upsert(batch).await?;
+    let report = store.upsert(batch).await;
+    progress.finish();
+    let report = report?;
     if ctx.json {
         output::print_json(&ImportJson::from(&report))?;
     } else {

@@ -51,10 +51,12 @@ pub async fn pull_all(
     deadline: Option<std::time::Instant>,
 ) -> Vec<SourceJson> {
     let mut results = Vec::new();
+    let mut progress = output::Progress::new("sources", sources.len());
     for source in sources {
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             break;
         }
+        progress.start(&source.name);
         let mut result = SourceJson {
             source: source.name.clone(),
             read: 0,
@@ -90,7 +92,9 @@ pub async fn pull_all(
             }
         }
         results.push(result);
+        progress.step();
     }
+    progress.finish();
     results
 }
 

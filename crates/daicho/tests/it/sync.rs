@@ -344,3 +344,25 @@ fn i6_init_writes_a_commented_configuration_once() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+/// Progress: a bar on a terminal (a real pseudo-terminal from `script`), nothing on a pipe.
+#[test]
+fn progress_shows_on_a_terminal_and_never_on_a_pipe() {
+    let ledger = Ledger::new();
+    ledger.file("daicho.toml", "[[source]]\nname = \"inbox\"\nkind = \"jsonl\"\npath = \"inbox.jsonl\"\n");
+    ledger.file("inbox.jsonl", inbox(3));
+    let piped = ledger.run(&["sync"]).ok();
+    assert!(piped.stderr.is_empty(), "nothing on a pipe: {:?}", piped.stderr);
+    let line = format!("{} sync", env!("CARGO_BIN_EXE_daicho"));
+    let out = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(ledger.dir.path())
+        .env("LANG", "C")
+        .env_remove("DAICHO_DB")
+        .env_remove("DAICHO_CONFIG")
+        .output()
+        .expect("script (util-linux) runs a command on a pseudo-terminal");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("0/1 sources: inbox"), "a bar on a terminal: {text:?}");
+    assert!(text.contains("inbox: 3 read, 0 added"), "{text:?}");
+}
