@@ -242,6 +242,21 @@ impl<S: Store + 'static> Engine<S> {
     ///
     /// A store error; runs already made stay recorded.
     pub async fn sweep(&self, role: Role, max: usize) -> Result<SweepReport, StoreError> {
+        self.sweep_within(role, max, None).await
+    }
+
+    /// [`Engine::sweep`] with a time guard (R4): no run starts after `deadline`; the eligible
+    /// tasks left are counted as truncated.
+    ///
+    /// # Errors
+    ///
+    /// A store error; runs already made stay recorded.
+    pub async fn sweep_within(
+        &self,
+        role: Role,
+        max: usize,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<SweepReport, StoreError> {
         let mut report = SweepReport {
             role,
             paused: None,
@@ -283,8 +298,12 @@ impl<S: Store + 'static> Engine<S> {
                         }
                         report.held.push(Held { id: task.id, title: task.title.clone(), hold });
                     }
-                    Ok(_) if report.ran.len() >= max => {
-                        // Eligible, but over this invocation's limit: left for the next sweep.
+                    Ok(_)
+                        if report.ran.len() >= max
+                            || deadline.is_some_and(|d| std::time::Instant::now() >= d) =>
+                    {
+                        // Eligible, but over this invocation's limit or past its time budget: left
+                        // for the next sweep, and counted.
                         considered.remove(&task.id);
                         report.truncated += 1;
                     }

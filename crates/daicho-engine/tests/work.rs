@@ -159,3 +159,17 @@ async fn a_worker_stops_when_asked() {
     let rows = store.list(ListFilter::default()).await.expect("list");
     assert_eq!(rows[0].status, Status::Running, "the abandoned run is left to its lease");
 }
+
+/// R4: a sweep past its time budget starts nothing more and counts what it left as truncated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r4_a_sweep_past_its_budget_counts_the_rest_as_truncated() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ledger(&dir).await;
+    push(&store, (0..4).map(|i| item(&format!("job {i}"), "work")).collect()).await;
+    let engine = Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None);
+    let past = std::time::Instant::now();
+    let report = engine.sweep_within(daicho_engine::Role::Auto, 10, Some(past)).await.expect("sweep");
+    assert_eq!((report.ran.len(), report.truncated), (0, 4), "nothing started, all counted");
+    let rows = store.list(ListFilter::default()).await.expect("list");
+    assert!(rows.iter().all(|t| t.status == Status::Pending && t.attempt == 0));
+}

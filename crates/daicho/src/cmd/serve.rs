@@ -112,7 +112,10 @@ async fn run_role(
             }
             name => {
                 let role = if name == "auto" { Role::Auto } else { Role::RunRequested };
-                let report = engine.sweep(role, schedule.max.unwrap_or(role.default_max())).await?;
+                let deadline = std::time::Instant::now() + budget;
+                let report = engine
+                    .sweep_within(role, schedule.max.unwrap_or(role.default_max()), Some(deadline))
+                    .await?;
                 if ctx.json {
                     output::print_json(&SweepJson::from(&report))?;
                 } else {

@@ -366,3 +366,37 @@ fn progress_shows_on_a_terminal_and_never_on_a_pipe() {
     assert!(text.contains("0/1 sources: inbox"), "a bar on a terminal: {text:?}");
     assert!(text.contains("inbox: 3 read, 0 added"), "{text:?}");
 }
+
+/// X4 for each file kind: a malformed file gives its file and line, and the source's rows from
+/// the last good sync stay as they were.
+#[test]
+fn x4_every_file_kind_names_the_bad_line_and_keeps_its_rows() {
+    let ledger = Ledger::new();
+    sources(&ledger);
+    sync(&ledger);
+    let before = ledger.tasks();
+    let cases = [
+        (
+            "plan",
+            "tasks.md",
+            "- [ ] [T-500] 素材収集 | 分類:調査/記事 | 🤖\n- [?] [T-501] 下書き生成\n",
+            "tasks.md:2",
+        ),
+        (
+            "seed",
+            "seed.json",
+            "{\"tasks\": [\n{\"id\": \"t1\", \"title\": \"write the parser\"},\n{\"id\": ]}\n",
+            "seed.json:3",
+        ),
+        ("sheet", "sheet.csv", "案件,担当\n営業,佐藤\n", "sheet.csv:1"),
+    ];
+    for (source, file, text, at) in cases {
+        ledger.file(file, text);
+        let run = ledger.run(&["sync", "--source", source, "--json"]);
+        assert_eq!(run.code, 1, "{source}: {}", run.stderr);
+        let report: Value = run.json();
+        let error = report["sources"][0]["error"].as_str().unwrap_or_default().to_owned();
+        assert!(error.contains(at), "{source}: expected {at} in {error}");
+        assert_eq!(ledger.tasks(), before, "{source}: rows unchanged");
+    }
+}
