@@ -113,6 +113,12 @@ impl<S: Store + 'static> Engine<S> {
         let mut looks: u64 = 0;
         tokio::pin!(stop);
         loop {
+            // Asked to stop? (Looked at on every turn: a busy worker may never reach the wait.)
+            tokio::select! {
+                biased;
+                () = &mut stop => return Ok(totals),
+                () = std::future::ready(()) => {}
+            }
             // Every run that has ended by now is recorded in one commit.
             while let Some(joined) = running.try_join_next() {
                 ended.push(joined.map_err(|e| StoreError::Backend(format!("a run panicked: {e}")))?);

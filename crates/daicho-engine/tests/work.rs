@@ -173,3 +173,21 @@ async fn r4_a_sweep_past_its_budget_counts_the_rest_as_truncated() {
     let rows = store.list(ListFilter::default()).await.expect("list");
     assert!(rows.iter().all(|t| t.status == Status::Pending && t.attempt == 0));
 }
+
+/// A busy worker (a deep queue, every slot always refilled) still stops when asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_worker_stops_when_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ledger(&dir).await;
+    push(&store, (0..5_000).map(|i| item(&format!("job {i}"), "work")).collect()).await;
+    let engine =
+        Arc::new(Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None));
+    let quick = |_ctx, _action| async { succeed() };
+    let options = WorkOptions { slots: 2, poll: Duration::from_secs(60), once: false };
+    let stop = tokio::time::sleep(Duration::from_millis(300));
+    let totals = tokio::time::timeout(Duration::from_secs(30), engine.work_with(options, stop, quick))
+        .await
+        .expect("stopped while busy")
+        .expect("work");
+    assert!(totals.ran > 0 && totals.ran < 5_000, "it was busy and stopped early: {totals:?}");
+}
