@@ -24,6 +24,7 @@ pub mod merge;
 pub mod policy;
 pub mod schedule;
 pub mod task;
+pub mod view;
 
 pub use error::InputError;
 pub use id::TaskId;

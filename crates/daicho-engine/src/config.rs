@@ -28,10 +28,15 @@
 //! dashboard = true                       # V2: a count line in the cross view
 //!
 //! [[schedule]]                           # R1: `daicho serve` runs each role on its cron
-//! role = "auto"                          # run-requested | auto | sync
+//! role = "auto"                          # run-requested | auto | sync | view
 //! cron = "0 3 * * *"                     # local time; @hourly, @daily … too
 //! max = 2                                # runs (or sources) per invocation
 //! budget = "30m"                         # R4: nothing new starts after this long
+//!
+//! [view]                                 # what the view role writes (V5)
+//! html = "view.html"
+//! markdown = "view.md"
+//! per_project = 10                       # V3
 //! ```
 
 use std::collections::HashSet;
@@ -67,12 +72,31 @@ pub struct Config {
     pub dir: PathBuf,
     /// When `daicho serve` runs each role (R1).
     pub schedules: Vec<ScheduleConfig>,
+    /// Where the `view` role writes the cross view.
+    pub view: ViewConfig,
+}
+
+/// The cross view's files (`[view]`), written by the `view` role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewConfig {
+    /// The HTML page, relative to the configuration's directory.
+    pub html: Option<PathBuf>,
+    /// The Markdown file, relative to the configuration's directory.
+    pub markdown: Option<PathBuf>,
+    /// At most this many rows per project (V3).
+    pub per_project: usize,
+}
+
+impl Default for ViewConfig {
+    fn default() -> ViewConfig {
+        ViewConfig { html: None, markdown: None, per_project: 10 }
+    }
 }
 
 /// One scheduled role (R1): `daicho serve` runs it at the times of its cron expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduleConfig {
-    /// `run-requested`, `auto` or `sync`.
+    /// `run-requested`, `auto`, `sync` or `view`.
     pub role: String,
     /// When, in the machine's local time.
     pub cron: daicho_core::cron::Cron,
@@ -83,7 +107,7 @@ pub struct ScheduleConfig {
 }
 
 /// The roles a schedule may name.
-pub const ROLES: [&str; 3] = ["run-requested", "auto", "sync"];
+pub const ROLES: [&str; 4] = ["run-requested", "auto", "sync", "view"];
 
 /// One source to pull (X1).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -191,6 +215,16 @@ struct RawConfig {
     source: Vec<toml::Spanned<RawSource>>,
     #[serde(default)]
     schedule: Vec<toml::Spanned<RawSchedule>>,
+    #[serde(default)]
+    view: RawView,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawView {
+    html: Option<String>,
+    markdown: Option<String>,
+    per_project: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -491,7 +525,19 @@ impl Config {
             let budget = duration(r.budget.as_deref(), SignedDuration::from_mins(30), "budget", line)?;
             schedules.push(ScheduleConfig { role: r.role, cron, max: r.max, budget });
         }
-        Ok(Config { actions, policy, sources, dir: PathBuf::new(), schedules })
+        let view = ViewConfig {
+            html: raw.view.html.filter(|p| !p.trim().is_empty()).map(PathBuf::from),
+            markdown: raw.view.markdown.filter(|p| !p.trim().is_empty()).map(PathBuf::from),
+            per_project: raw.view.per_project.unwrap_or(10),
+        };
+        if schedules.iter().any(|s| s.role == "view") && view.html.is_none() && view.markdown.is_none() {
+            return Err(ConfigError {
+                file: file.to_owned(),
+                line: None,
+                reason: "the view role is scheduled but [view] names no html or markdown file".into(),
+            });
+        }
+        Ok(Config { actions, policy, sources, dir: PathBuf::new(), schedules, view })
     }
 
     /// Layers the environment over the file (I6: defaults → file → `DAICHO_*` → flags):
@@ -748,7 +794,12 @@ aggregate = "Fix the findings"
                 Some(5),
                 "unknown field `colour`",
             ),
-            ("[[schedule]]\nrole = \"view\"\ncron = \"@daily\"\n", Some(1), "unknown role 'view'"),
+            ("[[schedule]]\nrole = \"views\"\ncron = \"@daily\"\n", Some(1), "unknown role 'views'"),
+            (
+                "[[schedule]]\nrole = \"view\"\ncron = \"@daily\"\n",
+                None,
+                "[view] names no html or markdown file",
+            ),
             ("\n[[schedule]]\nrole = \"auto\"\ncron = \"61 * * * *\"\n", Some(2), "out of range"),
             (
                 "[[schedule]]\nrole = \"sync\"\ncron = \"@daily\"\n[[schedule]]\nrole = \"sync\"\ncron = \"@hourly\"\n",

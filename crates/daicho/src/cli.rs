@@ -64,6 +64,8 @@ pub enum Command {
     Plan(cmd::plan::Args),
     /// Run the scheduled roles of daicho.toml at their cron times.
     Serve(cmd::serve::Args),
+    /// The open work of every project in one view (terminal, Markdown, HTML, JSON).
+    View(cmd::view::Args),
     /// Export the ledger as Markdown, JSON or CSV.
     Export(cmd::export::Args),
     /// Run one task now, by the same rules as a sweep (external tasks need approval).

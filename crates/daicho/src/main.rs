@@ -8,6 +8,7 @@ mod cmd;
 mod input;
 mod ledger;
 mod output;
+mod view;
 mod wire;
 
 use std::process::ExitCode;

@@ -99,9 +99,9 @@ pub fn cell(text: &str, max: usize) -> String {
 }
 
 /// A dense table: one line under the header, no lines between rows.
-const DENSE: TableStyle = TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─'));
+pub const DENSE: TableStyle = TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─'));
 
-fn table(header: Vec<&str>, style: TableStyle) -> Table {
+pub fn table(header: Vec<&str>, style: TableStyle) -> Table {
     let mut table = Table::new();
     table.load_style(style).set_content_arrangement(ContentArrangement::Dynamic);
     table.set_header(header);

@@ -73,7 +73,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
 }
 
 /// Writes a file through a temporary file in the same directory and a rename.
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     let name = path.file_name().context("--out names no file")?.to_string_lossy();
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));

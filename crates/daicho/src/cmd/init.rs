@@ -66,7 +66,8 @@ mod tests {
             .map(|l| format!("{l}\n"))
             .collect();
         let config = daicho_engine::Config::parse(&uncommented, "daicho.toml").expect("uncommented");
-        assert_eq!((config.sources.len(), config.actions.len(), config.schedules.len()), (3, 3, 3));
+        assert_eq!((config.sources.len(), config.actions.len(), config.schedules.len()), (3, 3, 4));
+        assert_eq!(config.view.html.as_deref(), Some(std::path::Path::new("view.html")));
         assert_eq!(config.policy.failures.max_failures, 3);
         assert_eq!(
             config.source("inbox").and_then(|s| s.aggregate.as_deref()),

@@ -18,6 +18,7 @@ pub mod show;
 pub mod stats;
 pub mod sweep;
 pub mod sync;
+pub mod view;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -100,6 +101,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sync(args) => sync::run(args, &ctx).await,
         Command::Plan(args) => plan::run(args, &ctx).await,
         Command::Serve(args) => serve::run(args, &ctx).await,
+        Command::View(args) => view::run(args, &ctx).await,
         Command::Export(args) => export::run(args, &ctx).await,
         Command::Run(args) => run::run(args, &ctx, false).await,
         Command::RunHeavy(args) => run::run(args, &ctx, true).await,

@@ -98,6 +98,15 @@ async fn run_role(
     let budget = Duration::try_from(schedule.budget).unwrap_or(Duration::from_secs(1800));
     let outcome = async {
         let failed = match schedule.role.as_str() {
+            "view" => {
+                let report = super::view::write_files(store, config).await?;
+                if ctx.json {
+                    output::print_json(&report)?;
+                } else {
+                    output::print(&format!("view: wrote {}", report["written"]))?;
+                }
+                0
+            }
             "sync" => {
                 let report = super::sweep::sync_sweep(store, config, schedule.max, budget).await?;
                 if ctx.json {

@@ -17,6 +17,8 @@ pub enum RoleArg {
     Auto,
     /// Pull the configured sources, round-robin from where the last sync sweep stopped.
     Sync,
+    /// Write the cross view's files named in [view] (HTML, Markdown).
+    View,
 }
 
 /// Run one sweep role once: count lost runs, then run eligible ready tasks up to the limit,
@@ -42,6 +44,17 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         RoleArg::RunRequested => Role::RunRequested,
         RoleArg::Auto => Role::Auto,
         RoleArg::Sync => return sync_role(args, ctx).await,
+        RoleArg::View => {
+            let config = ctx.load_config()?;
+            let store = crate::ledger::open(&ctx.db).await?;
+            let report = super::view::write_files(&store, &config).await?;
+            if ctx.json {
+                output::print_json(&report)?;
+            } else {
+                output::print(&format!("view: wrote {}", report["written"]))?;
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     let engine = ctx.engine().await?;
     let report = engine.sweep(role, args.max.unwrap_or(role.default_max())).await?;

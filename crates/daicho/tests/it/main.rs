@@ -6,6 +6,7 @@ mod errors;
 mod formats;
 mod plan;
 mod sync;
+mod view;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -1,0 +1,218 @@
+//! The cross-project view (V1–V5): what is left to do in every project, in one list.
+//!
+//! Pure: the rows, today's date and the dashboard sources are arguments. Renderers (terminal,
+//! Markdown, HTML, JSON) live at the edges and draw exactly what this builds, so a cut is never
+//! silent: every project over its cap gets a "… N more" line with the right count.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::civil::Date;
+use serde::Serialize;
+
+use crate::task::{Status, Task};
+
+/// How the view is built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewOptions {
+    /// At most this many rows per project (V3).
+    pub per_project: usize,
+    /// Today, for overdue marks.
+    pub today: Date,
+    /// Sources that have a dashboard of their own: counted per project, not listed (V2).
+    pub dashboard_sources: BTreeSet<String>,
+}
+
+/// Why a row stands out (V4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mark {
+    /// Past its due date.
+    Overdue,
+    /// Waiting for a person's review.
+    Review,
+    /// Parked for a person after failures (or set so).
+    NeedsHuman,
+}
+
+/// One listed row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ViewRow {
+    /// `T-0042`.
+    pub id: String,
+    /// Its project.
+    pub project: String,
+    /// Its status.
+    pub status: Status,
+    /// Its title.
+    pub title: String,
+    /// Its due date, if any.
+    pub due: Option<Date>,
+    /// Who does it.
+    pub assignee: String,
+    /// What makes it stand out, most urgent first.
+    pub marks: Vec<Mark>,
+}
+
+/// A dashboard source's open rows in one project (V2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DashboardLine {
+    /// The project.
+    pub project: String,
+    /// The source.
+    pub source: String,
+    /// Its open rows there.
+    pub open: usize,
+}
+
+/// Rows of a project left out by the cap (V3).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MoreLine {
+    /// The project.
+    pub project: String,
+    /// How many of its rows are not listed.
+    pub more: usize,
+}
+
+/// The whole view.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CrossView {
+    /// Listed rows: by due date (undated last), then id (V1).
+    pub rows: Vec<ViewRow>,
+    /// Dashboard counts, by project then source.
+    pub dashboards: Vec<DashboardLine>,
+    /// Projects over the cap, by project.
+    pub more: Vec<MoreLine>,
+}
+
+/// Whether a row is open work for the view: pending, running, review or needs_human.
+pub fn is_open_work(status: Status) -> bool {
+    matches!(status, Status::Pending | Status::Running | Status::Review | Status::NeedsHuman)
+}
+
+/// Builds the view from any rows (closed ones are left out).
+pub fn cross_view(tasks: &[Task], options: &ViewOptions) -> CrossView {
+    let mut view = CrossView::default();
+    let mut dashboards: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut by_project: BTreeMap<&str, Vec<&Task>> = BTreeMap::new();
+    for task in tasks.iter().filter(|t| is_open_work(t.status)) {
+        if options.dashboard_sources.contains(&task.source) {
+            *dashboards.entry((task.project.clone(), task.source.clone())).or_insert(0) += 1;
+        } else {
+            by_project.entry(task.project.as_str()).or_default().push(task);
+        }
+    }
+    // Undated last, then by id.
+    let order = |t: &&Task| (t.due.is_none(), t.due, t.id);
+    for (project, mut rows) in by_project {
+        rows.sort_by_key(order);
+        if rows.len() > options.per_project {
+            view.more.push(MoreLine { project: project.to_owned(), more: rows.len() - options.per_project });
+            rows.truncate(options.per_project);
+        }
+        view.rows.extend(rows.into_iter().map(|t| row(t, options.today)));
+    }
+    view.rows.sort_by_key(|r| (r.due.is_none(), r.due, crate::TaskId::parse(&r.id).map(|i| i.num())));
+    view.dashboards = dashboards
+        .into_iter()
+        .map(|((project, source), open)| DashboardLine { project, source, open })
+        .collect();
+    view
+}
+
+fn row(task: &Task, today: Date) -> ViewRow {
+    let mut marks = Vec::new();
+    if task.due.is_some_and(|d| d < today) {
+        marks.push(Mark::Overdue);
+    }
+    match task.status {
+        Status::NeedsHuman => marks.push(Mark::NeedsHuman),
+        Status::Review => marks.push(Mark::Review),
+        _ => {}
+    }
+    ViewRow {
+        id: task.id.to_string(),
+        project: task.project.clone(),
+        status: task.status,
+        title: task.title.clone(),
+        due: task.due,
+        assignee: task.assignee.clone(),
+        marks,
+    }
+}
+
+/// The "… N more in the P ledger" line of V3.
+pub fn more_text(line: &MoreLine) -> String {
+    let project = if line.project.is_empty() { "(no project)" } else { &line.project };
+    format!("… {} more in the {project} ledger", line.more)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TaskId;
+    use jiff::civil::date;
+
+    fn task(n: u64, project: &str, status: Status, due: Option<Date>) -> Task {
+        let mut t = Task::new(TaskId::new(n), &format!("task {n}"), "src", jiff::Timestamp::UNIX_EPOCH);
+        t.project = project.to_owned();
+        t.status = status;
+        t.due = due;
+        t
+    }
+
+    fn options(per_project: usize) -> ViewOptions {
+        ViewOptions { per_project, today: date(2026, 11, 30), dashboard_sources: BTreeSet::new() }
+    }
+
+    #[test]
+    fn v1_open_work_by_due_date_undated_last_then_id() {
+        let tasks = [
+            task(1, "a", Status::Pending, None),
+            task(2, "b", Status::Done, Some(date(2026, 1, 1))),
+            task(3, "b", Status::Running, Some(date(2026, 12, 24))),
+            task(4, "a", Status::Review, Some(date(2026, 12, 1))),
+            task(5, "c", Status::NeedsHuman, None),
+            task(6, "c", Status::Dropped, None),
+            task(7, "a", Status::Pending, Some(date(2026, 12, 1))),
+        ];
+        let view = cross_view(&tasks, &options(10));
+        let ids: Vec<&str> = view.rows.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["T-0004", "T-0007", "T-0003", "T-0001", "T-0005"]);
+        assert!(view.more.is_empty());
+    }
+
+    #[test]
+    fn v3_v4_the_cap_is_counted_and_urgent_rows_are_marked() {
+        let mut tasks: Vec<Task> = (1..=13).map(|n| task(n, "PJ-03", Status::Pending, None)).collect();
+        tasks.push(task(20, "PJ-03", Status::Review, Some(date(2026, 11, 1))));
+        tasks.push(task(21, "PJ-04", Status::NeedsHuman, None));
+        let view = cross_view(&tasks, &options(10));
+        assert_eq!(view.rows.iter().filter(|r| r.project == "PJ-03").count(), 10);
+        assert_eq!(view.more, [MoreLine { project: "PJ-03".into(), more: 4 }]);
+        assert_eq!(more_text(&view.more[0]), "… 4 more in the PJ-03 ledger");
+        assert_eq!(view.rows[0].marks, [Mark::Overdue, Mark::Review], "the overdue review leads");
+        let parked = view.rows.iter().find(|r| r.id == "T-0021").expect("listed");
+        assert_eq!(parked.marks, [Mark::NeedsHuman]);
+    }
+
+    #[test]
+    fn v2_dashboard_sources_are_one_count_per_project() {
+        let mut tasks: Vec<Task> = (1..=5).map(|n| task(n, "support", Status::Pending, None)).collect();
+        tasks[4].project = "sales".into();
+        for t in &mut tasks {
+            t.source = "inbox".into();
+        }
+        tasks.push(task(9, "support", Status::Pending, None));
+        let mut opts = options(10);
+        opts.dashboard_sources.insert("inbox".into());
+        let view = cross_view(&tasks, &opts);
+        assert_eq!(view.rows.len(), 1);
+        assert_eq!(
+            view.dashboards,
+            [
+                DashboardLine { project: "sales".into(), source: "inbox".into(), open: 1 },
+                DashboardLine { project: "support".into(), source: "inbox".into(), open: 4 },
+            ]
+        );
+    }
+}
