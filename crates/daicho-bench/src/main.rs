@@ -250,6 +250,20 @@ fn fsync_rate(dir: &Path) -> f64 {
     rate
 }
 
+/// Upserts `items` in commits of 10,000.
+async fn seed_items<S: daicho_store::Store>(store: &S, items: Vec<daicho_core::Item>) {
+    for chunk in items.chunks(10_000) {
+        let batch = daicho_store::Batch {
+            items: chunk.to_vec(),
+            actor: daicho_core::Actor::System,
+            now: jiff::Timestamp::now(),
+            file: "bench".into(),
+            unknown_deps: daicho_store::UnknownDeps::Refuse,
+        };
+        store.upsert(batch).await.expect("seed");
+    }
+}
+
 /// Figures of one worker run.
 struct WorkFigures {
     took: Duration,
@@ -281,16 +295,7 @@ where
             item
         })
         .collect();
-    for chunk in items.chunks(10_000) {
-        let batch = daicho_store::Batch {
-            items: chunk.to_vec(),
-            actor: daicho_core::Actor::System,
-            now: jiff::Timestamp::now(),
-            file: "bench".into(),
-            unknown_deps: daicho_store::UnknownDeps::Refuse,
-        };
-        seed.upsert(batch).await.expect("seed");
-    }
+    seed_items(&seed, items).await;
     drop(seed);
     let config = Config::parse(
         "[policy]\nlease = \"5m\"\n\n[[action]]\nname = \"noop\"\nkind = \"command\"\ncommand = [\"true\"]\nauto = true\non_success = \"done\"\n",
@@ -362,16 +367,7 @@ async fn ready_latency<S: daicho_store::Store>(store: &S, n: usize) -> Duration 
             item
         })
         .collect();
-    for chunk in items.chunks(10_000) {
-        let batch = daicho_store::Batch {
-            items: chunk.to_vec(),
-            actor: daicho_core::Actor::System,
-            now: jiff::Timestamp::now(),
-            file: "bench".into(),
-            unknown_deps: daicho_store::UnknownDeps::Refuse,
-        };
-        store.upsert(batch).await.expect("seed");
-    }
+    seed_items(store, items).await;
     let mut times: Vec<Duration> = Vec::new();
     for _ in 0..30 {
         let started = Instant::now();

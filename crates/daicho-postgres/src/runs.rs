@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use daicho_core::edit::changed_fields;
 use daicho_core::policy::{FailurePolicy, idempotency_key};
 use daicho_core::{Actor, Status, Task, TaskId};
-use daicho_store::{ClaimOutcome, ClaimRequest, Finish, Result, RunEnd, StoreError};
+use daicho_store::ends::EndPlan;
+use daicho_store::{ClaimOutcome, ClaimRequest, Finish, Result, StoreError};
 use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 
@@ -114,43 +115,15 @@ pub(crate) async fn finish_many_in(tx: &Transaction<'_>, finishes: &[Finish]) ->
             out.push(Err(StoreError::NotFound(finish.id)));
             continue;
         };
-        let owned = before.lease.as_ref().is_some_and(|l| l.owner == finish.worker);
-        if before.status != Status::Running || before.attempt != finish.attempt || !owned {
-            out.push(Err(StoreError::LeaseLost { id: finish.id, attempt: finish.attempt }));
-            continue;
-        }
-        let mut after = before.clone();
-        after.lease = None;
-        after.updated_at = finish.now;
-        let actor = Actor::Worker(finish.worker.clone()).to_string();
-        match &finish.end {
-            RunEnd::Success { result, status, tokens_in, tokens_out } => {
-                after.status = *status;
-                after.result = result.clone();
-                ends.push(
-                    before,
-                    &after,
-                    &actor,
-                    "finish",
-                    None,
-                    RunClose::new("success", "", *tokens_in, *tokens_out),
-                )?;
+        let plan = match daicho_store::ends::plan_finish(before, finish) {
+            Ok(plan) => plan,
+            Err(e) => {
+                out.push(Err(e));
+                continue;
             }
-            RunEnd::Failure { error, timeout } => {
-                let (failures, status) = finish.policy.after_failure(before.failures);
-                after.failures = failures;
-                after.status = status;
-                let outcome = if *timeout { "timeout" } else { "failure" };
-                ends.push(
-                    before,
-                    &after,
-                    &actor,
-                    "fail",
-                    Some(error),
-                    RunClose::new(outcome, error, None, None),
-                )?;
-            }
-        }
+        };
+        ends.push(before, &plan)?;
+        let after = plan.after;
         current.insert(after.id, after.clone());
         out.push(Ok(after));
     }
@@ -179,25 +152,10 @@ pub(crate) async fn expire_in(
     let mut out = Vec::with_capacity(rows.len());
     for row in &rows {
         let before = read_task(row)?;
-        let error = match &before.lease {
-            Some(lease) => format!("lost run: the lease of {} expired at {}", lease.owner, lease.expires_at),
-            None => "lost run: running without a lease".to_owned(),
-        };
-        let mut after = before.clone();
-        let (failures, status) = policy.after_failure(before.failures);
-        after.failures = failures;
-        after.status = status;
-        after.lease = None;
-        after.updated_at = now;
-        tracing::warn!(task = %before.id, attempt = before.attempt, "{error}");
-        ends.push(
-            &before,
-            &after,
-            &Actor::System.to_string(),
-            "lost",
-            Some(&error),
-            RunClose::new("lost", &error, None, None),
-        )?;
+        let plan = daicho_store::ends::plan_lost(&before, now, policy);
+        tracing::warn!(task = %before.id, attempt = before.attempt, "{}", plan.error.as_deref().unwrap_or(""));
+        ends.push(&before, &plan)?;
+        let status = plan.after.status;
         out.push((before.id, status));
     }
     ends.write(tx).await?;
@@ -213,20 +171,6 @@ pub(crate) async fn lock_rows(tx: &Transaction<'_>, nums: &[i64]) -> Result<Hash
         .map_err(backend)?;
     let rows = tx.query(&stmt, &[&nums]).await.map_err(backend)?;
     rows.iter().map(|r| read_task(r).map(|t| (t.id, t))).collect()
-}
-
-/// How a run record is closed.
-struct RunClose<'a> {
-    outcome: &'a str,
-    error: &'a str,
-    tokens_in: Option<u64>,
-    tokens_out: Option<u64>,
-}
-
-impl<'a> RunClose<'a> {
-    fn new(outcome: &'a str, error: &'a str, tokens_in: Option<u64>, tokens_out: Option<u64>) -> Self {
-        RunClose { outcome, error, tokens_in, tokens_out }
-    }
 }
 
 /// Run ends gathered column by column, written with one statement per table.
@@ -248,15 +192,8 @@ struct Ends {
 }
 
 impl Ends {
-    fn push(
-        &mut self,
-        before: &Task,
-        after: &Task,
-        actor: &str,
-        kind: &str,
-        error: Option<&str>,
-        close: RunClose<'_>,
-    ) -> Result<()> {
+    fn push(&mut self, before: &Task, plan: &EndPlan) -> Result<()> {
+        let after = &plan.after;
         let num = after.id.num() as i64;
         self.nums.push(num);
         self.statuses.push(after.status.as_str());
@@ -264,14 +201,14 @@ impl Ends {
         self.failures.push(after.failures as i32);
         self.attempts.push(before.attempt as i32);
         self.at.push(micros(after.updated_at));
-        self.outcomes.push(close.outcome.to_owned());
-        self.errors.push(close.error.to_owned());
-        self.tokens_in.push(close.tokens_in.map(|t| t as i64));
-        self.tokens_out.push(close.tokens_out.map(|t| t as i64));
+        self.outcomes.push(plan.outcome.to_owned());
+        self.errors.push(plan.error.clone().unwrap_or_default());
+        self.tokens_in.push(plan.tokens.0.map(|t| t as i64));
+        self.tokens_out.push(plan.tokens.1.map(|t| t as i64));
         if after.status.satisfies_deps() && !before.status.satisfies_deps() {
             self.unblocking.push(num);
         }
-        self.journal.push(after.updated_at, before, after, actor, kind, error)
+        self.journal.push(after.updated_at, before, after, &plan.actor, plan.kind, plan.error.as_deref())
     }
 
     /// Writes the ends: the rows, their dependents' counters, the run records and the journal,

@@ -3,9 +3,8 @@
 //! Every function here runs inside one `BEGIN IMMEDIATE` transaction opened by the caller.
 
 use daicho_core::policy::{FailurePolicy, RunCounts, idempotency_key};
-use daicho_core::task::Lease;
 use daicho_core::{Actor, Status, Task, TaskId};
-use daicho_store::{ActionStats, ClaimOutcome, ClaimRequest, Finish, Result, RunEnd, RunRecord, StoreError};
+use daicho_store::{ActionStats, ClaimOutcome, ClaimRequest, Finish, Result, RunRecord, StoreError};
 use jiff::Timestamp;
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -171,28 +170,29 @@ fn close_run(
 }
 
 pub(crate) fn finish_in(tx: &Transaction<'_>, finish: &Finish) -> Result<Task> {
-    let before = current_run(tx, finish.id, finish.attempt, &finish.worker)?;
-    let mut after = before.clone();
-    after.lease = None;
-    after.updated_at = finish.now;
-    let actor = Actor::Worker(finish.worker.clone()).to_string();
-    match &finish.end {
-        RunEnd::Success { result, status, tokens_in, tokens_out } => {
-            after.status = *status;
-            after.result = result.clone();
-            write_end(tx, &before, &after, &actor, "finish", None)?;
-            close_run(tx, &after, finish.attempt, finish.now, "success", "", (*tokens_in, *tokens_out))?;
-        }
-        RunEnd::Failure { error, timeout } => {
-            let (failures, status) = finish.policy.after_failure(before.failures);
-            after.failures = failures;
-            after.status = status;
-            write_end(tx, &before, &after, &actor, "fail", Some(error))?;
-            let outcome = if *timeout { "timeout" } else { "failure" };
-            close_run(tx, &after, finish.attempt, finish.now, outcome, error, (None, None))?;
-        }
-    }
+    let before = get_task(tx, finish.id)?.ok_or(StoreError::NotFound(finish.id))?;
+    let plan = daicho_store::ends::plan_finish(&before, finish)?;
+    write_plan(tx, &before, &plan, finish.now)?;
     get_task(tx, finish.id)?.ok_or(StoreError::NotFound(finish.id))
+}
+
+/// Writes a run's end: the row, its dependents' counters, the journal and the run record.
+fn write_plan(
+    tx: &Transaction<'_>,
+    before: &Task,
+    plan: &daicho_store::ends::EndPlan,
+    now: Timestamp,
+) -> Result<()> {
+    write_end(tx, before, &plan.after, &plan.actor, plan.kind, plan.error.as_deref())?;
+    close_run(
+        tx,
+        &plan.after,
+        before.attempt,
+        now,
+        plan.outcome,
+        plan.error.as_deref().unwrap_or(""),
+        plan.tokens,
+    )
 }
 
 pub(crate) fn expire_in(
@@ -210,20 +210,9 @@ pub(crate) fn expire_in(
     let mut out = Vec::with_capacity(lost.len());
     for before in lost {
         let owner = before.lease.as_ref().map(|l| l.owner.clone()).unwrap_or_default();
-        let error = match &before.lease {
-            Some(Lease { owner, expires_at }) => {
-                format!("lost run: the lease of {owner} expired at {expires_at}")
-            }
-            None => "lost run: running without a lease".to_owned(),
-        };
-        let mut after = before.clone();
-        let (failures, status) = policy.after_failure(before.failures);
-        after.failures = failures;
-        after.status = status;
-        after.lease = None;
-        after.updated_at = now;
-        write_end(tx, &before, &after, &Actor::System.to_string(), "lost", Some(&error))?;
-        close_run(tx, &after, before.attempt, now, "lost", &error, (None, None))?;
+        let plan = daicho_store::ends::plan_lost(&before, now, policy);
+        write_plan(tx, &before, &plan, now)?;
+        let (error, status) = (plan.error.unwrap_or_default(), plan.after.status);
         tracing::warn!(task = %before.id, attempt = before.attempt, %owner, "{error}");
         out.push((before.id, status));
     }

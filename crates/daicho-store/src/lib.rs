@@ -10,6 +10,7 @@
 //! they never re-decide them. Backend-specific code is SQL, not policy.
 
 pub mod contract;
+pub mod ends;
 
 use std::future::Future;
 

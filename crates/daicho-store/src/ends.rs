@@ -1,0 +1,166 @@
+//! What a run's end does to its row, decided once for every backend (pure: no I/O).
+
+use daicho_core::policy::FailurePolicy;
+use daicho_core::{Actor, Task};
+use jiff::Timestamp;
+
+use crate::{Finish, Result, RunEnd, StoreError};
+
+/// A run's end, ready to be written: the row afterwards, the journal entry and the run record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EndPlan {
+    /// The row as it will be stored (lease cleared).
+    pub after: Task,
+    /// Who ended it (`worker:<id>`, or `system` for a lost run).
+    pub actor: String,
+    /// The journal entry's kind: `finish`, `fail` or `lost`.
+    pub kind: &'static str,
+    /// The error of a failed, timed-out or lost run.
+    pub error: Option<String>,
+    /// The run record's outcome: `success`, `failure`, `timeout` or `lost`.
+    pub outcome: &'static str,
+    /// Prompt and completion tokens, if reported.
+    pub tokens: (Option<u64>, Option<u64>),
+}
+
+/// The end `finish` makes of the run on `before`: success sets the result and the action's
+/// status; failure adds one to `failures` and sets `pending`, or `needs_human` at the cap (S3).
+///
+/// # Errors
+///
+/// [`StoreError::LeaseLost`] unless `before` is still `running` under the finish's attempt and
+/// worker (a stale worker's late write).
+pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
+    let owned = before.lease.as_ref().is_some_and(|l| l.owner == finish.worker);
+    if before.status != daicho_core::Status::Running || before.attempt != finish.attempt || !owned {
+        return Err(StoreError::LeaseLost { id: finish.id, attempt: finish.attempt });
+    }
+    let mut after = before.clone();
+    after.lease = None;
+    after.updated_at = finish.now;
+    let actor = Actor::Worker(finish.worker.clone()).to_string();
+    Ok(match &finish.end {
+        RunEnd::Success { result, status, tokens_in, tokens_out } => {
+            after.status = *status;
+            after.result = result.clone();
+            EndPlan {
+                after,
+                actor,
+                kind: "finish",
+                error: None,
+                outcome: "success",
+                tokens: (*tokens_in, *tokens_out),
+            }
+        }
+        RunEnd::Failure { error, timeout } => {
+            (after.failures, after.status) = finish.policy.after_failure(before.failures);
+            let outcome = if *timeout { "timeout" } else { "failure" };
+            EndPlan { after, actor, kind: "fail", error: Some(error.clone()), outcome, tokens: (None, None) }
+        }
+    })
+}
+
+/// A lost run (S4): the `running` row `before` whose lease expired by `now` gets one timeout
+/// failure and goes back to `pending`, or to `needs_human` at the cap.
+pub fn plan_lost(before: &Task, now: Timestamp, policy: FailurePolicy) -> EndPlan {
+    let error = match &before.lease {
+        Some(lease) => format!("lost run: the lease of {} expired at {}", lease.owner, lease.expires_at),
+        None => "lost run: running without a lease".to_owned(),
+    };
+    let mut after = before.clone();
+    (after.failures, after.status) = policy.after_failure(before.failures);
+    after.lease = None;
+    after.updated_at = now;
+    EndPlan {
+        after,
+        actor: Actor::System.to_string(),
+        kind: "lost",
+        error: Some(error),
+        outcome: "lost",
+        tokens: (None, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use daicho_core::task::Lease;
+    use daicho_core::{Status, TaskId};
+    use jiff::SignedDuration;
+
+    fn running() -> Task {
+        let mut task = Task::new(TaskId::new(7), "build", "src", Timestamp::UNIX_EPOCH);
+        task.status = Status::Running;
+        task.attempt = 2;
+        task.failures = 1;
+        task.lease = Some(Lease {
+            owner: "w1".into(),
+            expires_at: Timestamp::UNIX_EPOCH + SignedDuration::from_mins(5),
+        });
+        task
+    }
+
+    fn finish(worker: &str, attempt: u32, end: RunEnd) -> Finish {
+        Finish {
+            id: TaskId::new(7),
+            attempt,
+            worker: worker.into(),
+            now: Timestamp::UNIX_EPOCH + SignedDuration::from_secs(9),
+            end,
+            policy: FailurePolicy::default(),
+        }
+    }
+
+    #[test]
+    fn s1_s3_a_finish_is_fenced_and_a_failure_counts_once() {
+        let before = running();
+        let ok = RunEnd::Success {
+            result: "done".into(),
+            status: Status::Review,
+            tokens_in: Some(3),
+            tokens_out: None,
+        };
+        let plan = plan_finish(&before, &finish("w1", 2, ok.clone())).expect("current");
+        assert_eq!(
+            (plan.after.status, plan.after.result.as_str(), plan.after.lease.clone()),
+            (Status::Review, "done", None)
+        );
+        assert_eq!(
+            (plan.kind, plan.outcome, plan.actor.as_str(), plan.tokens),
+            ("finish", "success", "worker:w1", (Some(3), None))
+        );
+        assert!(matches!(
+            plan_finish(&before, &finish("w2", 2, ok.clone())),
+            Err(StoreError::LeaseLost { .. })
+        ));
+        assert!(matches!(plan_finish(&before, &finish("w1", 1, ok)), Err(StoreError::LeaseLost { .. })));
+        let failed =
+            plan_finish(&before, &finish("w1", 2, RunEnd::Failure { error: "boom".into(), timeout: true }))
+                .expect("current");
+        assert_eq!(
+            (failed.after.status, failed.after.failures, failed.outcome),
+            (Status::Pending, 2, "timeout")
+        );
+        let mut third = before.clone();
+        third.failures = 2;
+        let parked =
+            plan_finish(&third, &finish("w1", 2, RunEnd::Failure { error: "boom".into(), timeout: false }))
+                .expect("current");
+        assert_eq!((parked.after.status, parked.after.failures), (Status::NeedsHuman, 3));
+    }
+
+    #[test]
+    fn s4_a_lost_run_is_one_timeout_failure_by_the_system() {
+        let plan = plan_lost(
+            &running(),
+            Timestamp::UNIX_EPOCH + SignedDuration::from_mins(6),
+            FailurePolicy::default(),
+        );
+        assert_eq!(
+            (plan.after.status, plan.after.failures, plan.after.lease.clone()),
+            (Status::Pending, 2, None)
+        );
+        assert_eq!((plan.kind, plan.outcome, plan.actor.as_str()), ("lost", "lost", "system"));
+        assert!(plan.error.as_deref().is_some_and(|e| e.starts_with("lost run: the lease of w1 expired")));
+    }
+}
