@@ -40,7 +40,14 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let mut failed = 0;
     if args.now {
         for schedule in &config.schedules {
-            failed += run_role(ctx, &engine, &store, &config, schedule, &owner, Timestamp::now()).await?;
+            match run_role(ctx, &engine, &store, &config, schedule, &owner, Timestamp::now()).await {
+                Ok(n) => failed += n,
+                // One role's failure (the store out of reach, say) does not stop the others.
+                Err(e) => {
+                    tracing::error!(role = %schedule.role, "{e:#}");
+                    failed += 1;
+                }
+            }
         }
         if args.once {
             return Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS });
