@@ -219,8 +219,27 @@ impl<S: Store + 'static> Engine<S> {
 
     /// Why each of `tasks` would or would not run in `role` now (for `daicho ready`).
     pub async fn explain(&self, tasks: &[Task], role: Role) -> Result<Vec<Result<String, Hold>>, StoreError> {
-        let now = Timestamp::now();
         let paused = self.paused().await?;
+        self.explain_given(tasks, role, paused).await
+    }
+
+    /// Why each of `tasks` would or would not run were the kill switch off (`daicho doctor`
+    /// reports the pause apart from the holds behind it).
+    pub async fn explain_unpaused(
+        &self,
+        tasks: &[Task],
+        role: Role,
+    ) -> Result<Vec<Result<String, Hold>>, StoreError> {
+        self.explain_given(tasks, role, None).await
+    }
+
+    async fn explain_given(
+        &self,
+        tasks: &[Task],
+        role: Role,
+        paused: Option<String>,
+    ) -> Result<Vec<Result<String, Hold>>, StoreError> {
+        let now = Timestamp::now();
         let gate = Gate {
             actions: &self.specs,
             paused: paused.as_deref(),

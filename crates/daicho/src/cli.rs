@@ -66,6 +66,8 @@ pub enum Command {
     Serve(cmd::serve::Args),
     /// The open work of every project in one view (terminal, Markdown, HTML, JSON).
     View(cmd::view::Args),
+    /// Find stuck states and print the command that fixes each.
+    Doctor(cmd::doctor::Args),
     /// Export the ledger as Markdown, JSON or CSV.
     Export(cmd::export::Args),
     /// Run one task now, by the same rules as a sweep (external tasks need approval).

@@ -2,6 +2,7 @@
 
 pub mod add;
 pub mod approve;
+pub mod doctor;
 pub mod export;
 pub mod import;
 pub mod init;
@@ -102,6 +103,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => plan::run(args, &ctx).await,
         Command::Serve(args) => serve::run(args, &ctx).await,
         Command::View(args) => view::run(args, &ctx).await,
+        Command::Doctor(args) => doctor::run(args, &ctx).await,
         Command::Export(args) => export::run(args, &ctx).await,
         Command::Run(args) => run::run(args, &ctx, false).await,
         Command::RunHeavy(args) => run::run(args, &ctx, true).await,

@@ -1,6 +1,7 @@
 //! Integration tests of the `daicho` binary: real processes on a real SQLite ledger file.
 
 mod cli;
+mod doctor;
 mod engine;
 mod errors;
 mod formats;
