@@ -140,6 +140,11 @@ fn row(task: &Task, today: Date) -> ViewRow {
     }
 }
 
+/// The count line of a dashboard source (V2): "support: 4 open in inbox (its own dashboard)".
+pub fn dashboard_text(line: &DashboardLine) -> String {
+    format!("{}: {} open in {} (its own dashboard)", line.project, line.open, line.source)
+}
+
 /// The "… N more in the P ledger" line of V3.
 pub fn more_text(line: &MoreLine) -> String {
     let project = if line.project.is_empty() { "(no project)" } else { &line.project };

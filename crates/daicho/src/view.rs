@@ -1,7 +1,7 @@
 //! Drawing the cross-project view (V5): terminal, Markdown, HTML, JSON. Each draws every row,
 //! dashboard count and "… N more" line that `daicho_core::view::cross_view` built.
 
-use daicho_core::view::{CrossView, Mark, more_text};
+use daicho_core::view::{CrossView, Mark, dashboard_text, more_text};
 
 use crate::output;
 
@@ -69,7 +69,8 @@ fn term(view: &CrossView, colour: bool) -> String {
     }
     let mut out = if view.rows.is_empty() { "no open work\n".to_owned() } else { format!("{table}\n") };
     for d in &view.dashboards {
-        out.push_str(&format!("{}: {} open in {} (its own dashboard)\n", d.project, d.open, d.source));
+        out.push_str(&dashboard_text(d));
+        out.push('\n');
     }
     for more in &view.more {
         out.push_str(&more_text(more));
@@ -113,12 +114,7 @@ fn markdown(view: &CrossView) -> String {
         out.push('\n');
     }
     for d in &view.dashboards {
-        out.push_str(&format!(
-            "- {}: {} open in {} (its own dashboard)\n",
-            md_cell(&d.project),
-            d.open,
-            md_cell(&d.source)
-        ));
+        out.push_str(&format!("- {}\n", md_cell(&dashboard_text(d))));
     }
     for more in &view.more {
         out.push_str(&format!("- {}\n", md_cell(&more_text(more))));
@@ -171,12 +167,7 @@ fn html(view: &CrossView) -> String {
         out.push_str("</tbody>\n</table>\n");
     }
     for d in &view.dashboards {
-        out.push_str(&format!(
-            "<p class=\"dashboard\">{}: {} open in {} (its own dashboard)</p>\n",
-            escape(&d.project),
-            d.open,
-            escape(&d.source)
-        ));
+        out.push_str(&format!("<p class=\"dashboard\">{}</p>\n", escape(&dashboard_text(d))));
     }
     for more in &view.more {
         out.push_str(&format!("<p class=\"more\">{}</p>\n", escape(&more_text(more))));
