@@ -22,6 +22,7 @@ pub mod item;
 pub mod key;
 pub mod merge;
 pub mod policy;
+pub mod purge;
 pub mod schedule;
 pub mod task;
 pub mod view;

@@ -10,6 +10,7 @@
 //! set-based (`runs`): a batch of any size costs the same few round trips and one commit.
 //! Instants are stored as integer microseconds, as in SQLite.
 
+mod purge;
 mod rows;
 mod runs;
 mod schema;
@@ -22,8 +23,8 @@ use daicho_core::merge::{incoming_keys, merge_plan_with_keys};
 use daicho_core::policy::{FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{
-    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, ReadySet, Result,
-    RunRecord, SkippedItem, Store, StoreError, UnknownDeps, UpsertReport,
+    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, PurgeReport, ReadySet,
+    RestoreReport, Result, RunRecord, SkippedItem, Store, StoreError, UnknownDeps, UpsertReport,
 };
 use deadpool_postgres::{Pool, Transaction};
 use jiff::Timestamp;
@@ -395,6 +396,24 @@ impl Store for PgStore {
             .await
             .map_err(backend)?;
             true
+        })
+    }
+
+    async fn purge_source(
+        &self,
+        source: &str,
+        apply: bool,
+        actor: Actor,
+        now: Timestamp,
+    ) -> Result<PurgeReport> {
+        in_tx!(self, lock, |tx| purge::purge_in(&tx, source, apply, &actor, now).await?)
+    }
+
+    async fn restore_source(&self, source: &str, actor: Actor, now: Timestamp) -> Result<RestoreReport> {
+        in_tx!(self, lock, |tx| {
+            let report = purge::restore_in(&tx, source, &actor, now).await?;
+            notify_ready(&tx).await?;
+            report
         })
     }
 

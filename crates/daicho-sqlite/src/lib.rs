@@ -10,6 +10,7 @@
 //! change that moves a dep in or out of a satisfying status, and the index
 //! `(status, unmet_deps, priority DESC, num)` serves `ready` in run order.
 
+mod purge;
 mod rows;
 mod runs;
 mod schema;
@@ -25,8 +26,8 @@ use daicho_core::merge::{incoming_keys, merge_plan_with_keys};
 use daicho_core::policy::{FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{
-    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, ReadySet, Result,
-    RunRecord, SkippedItem, Store, StoreError, UnknownDeps, UpsertReport,
+    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, PurgeReport, ReadySet,
+    RestoreReport, Result, RunRecord, SkippedItem, Store, StoreError, UnknownDeps, UpsertReport,
 };
 use jiff::Timestamp;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -242,6 +243,22 @@ impl Store for SqliteStore {
             Ok(true)
         })
         .await
+    }
+
+    async fn purge_source(
+        &self,
+        source: &str,
+        apply: bool,
+        actor: Actor,
+        now: Timestamp,
+    ) -> Result<PurgeReport> {
+        let source = source.to_owned();
+        self.write(move |tx| purge::purge_in(tx, &source, apply, &actor, now)).await
+    }
+
+    async fn restore_source(&self, source: &str, actor: Actor, now: Timestamp) -> Result<RestoreReport> {
+        let source = source.to_owned();
+        self.write(move |tx| purge::restore_in(tx, &source, &actor, now)).await
     }
 
     async fn cursor(&self, role: &str) -> Result<Option<String>> {

@@ -59,6 +59,7 @@ macro_rules! store_contract_tests {
             d4_replan_drops_the_old_open_tasks_in_the_same_transaction,
             r3_cursors_persist_per_role_apart_from_the_kill_switch,
             r2_a_role_lease_has_one_holder_until_it_expires_or_is_released,
+            f2_purge_deletes_only_untouched_rows_and_restore_brings_them_back,
             a_random_walk_keeps_ready_exact_and_the_graph_acyclic,
         );
     };
@@ -808,6 +809,54 @@ pub async fn r2_a_role_lease_has_one_holder_until_it_expires_or_is_released<B: B
     assert!(store.lease_role("sync", "serve-b", later(80), later(90)).await.expect("lease"), "expired");
     assert!(store.lease_role("sync", "serve-b", later(85), later(85)).await.expect("release"));
     assert!(store.lease_role("sync", "serve-a", later(86), later(99)).await.expect("lease"), "released");
+}
+
+/// F2: a dry run writes nothing; `apply` deletes only untouched rows (a person's correction, a
+/// closed status, a row another depends on keep theirs), journaled with the full row; `restore`
+/// brings them back identical; a second restore finds them in the ledger.
+pub async fn f2_purge_deletes_only_untouched_rows_and_restore_brings_them_back<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let ids = store
+        .upsert(batch(vec![
+            with_id("first", "x1", &[]),
+            with_id("corrected", "x2", &[]),
+            with_id("needs first", "x3", &["x1"]),
+            with_id("closed", "x4", &[]),
+            with_id("needed elsewhere", "x5", &[]),
+        ]))
+        .await
+        .expect("upsert")
+        .added;
+    let mut other = with_id("other source", "y1", &[]);
+    other.source = "elsewhere".into();
+    other.deps = vec![ids[4].to_string()];
+    store.upsert(batch(vec![other])).await.expect("upsert");
+    let edit = TaskEdit { correction: Some("keep it".into()), ..TaskEdit::default() };
+    store.edit(ids[1], edit, Actor::Human("ana".into()), t0()).await.expect("edit");
+    set_status(&store, ids[3], Status::Done).await;
+    let before = all(&store).await;
+
+    let dry = store.purge_source("contract", false, Actor::Human("ana".into()), t0()).await.expect("dry run");
+    let purged: Vec<TaskId> = dry.purged.iter().map(|t| t.id).collect();
+    assert_eq!(purged, [ids[0], ids[2]]);
+    let kept: Vec<TaskId> = dry.kept.iter().map(|(id, _)| *id).collect();
+    assert_eq!(kept, [ids[1], ids[3], ids[4]], "{:?}", dry.kept);
+    assert_eq!(all(&store).await, before, "a dry run writes nothing");
+
+    let done = store.purge_source("contract", true, Actor::Human("ana".into()), t0()).await.expect("apply");
+    assert_eq!(done.purged.len(), 2);
+    let left: Vec<TaskId> = all(&store).await.iter().map(|t| t.id).collect();
+    assert!(!left.contains(&ids[0]) && !left.contains(&ids[2]) && left.len() == before.len() - 2);
+    let journal = store.journal(ids[0]).await.expect("journal");
+    assert_eq!(journal.last().map(|e| e.kind.as_str()), Some("purge"));
+
+    let restored = store.restore_source("contract", Actor::Human("ana".into()), t0()).await.expect("restore");
+    assert_eq!(restored.restored, [ids[0], ids[2]]);
+    assert_eq!(all(&store).await, before, "restored identical");
+    let ready: Vec<TaskId> = store.ready(t0(), 10).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+    assert!(ready.contains(&ids[0]) && !ready.contains(&ids[2]), "deps counted again: {ready:?}");
+    let again = store.restore_source("contract", Actor::Human("ana".into()), t0()).await.expect("restore");
+    assert!(again.restored.is_empty() && again.skipped.len() == 2);
 }
 
 /// A deterministic random walk of upserts (requested ids, missing deps kept, closed statuses),

@@ -245,6 +245,24 @@ pub struct RunRecord {
     pub note: String,
 }
 
+/// What `purge_source` did (or, without `apply`, would do).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PurgeReport {
+    /// The rows purged (or that would be), as they were.
+    pub purged: Vec<Task>,
+    /// The rows kept, each with the reason.
+    pub kept: Vec<(TaskId, String)>,
+}
+
+/// What `restore_source` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// The rows brought back.
+    pub restored: Vec<TaskId>,
+    /// The purged rows not brought back, each with the reason.
+    pub skipped: Vec<(TaskId, String)>,
+}
+
 /// Runs per action over a period.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ActionStats {
@@ -410,6 +428,27 @@ pub trait Store: Send + Sync {
         now: Timestamp,
         until: Timestamp,
     ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// F2: the rows of `source` no person or run has touched may go (`daicho_core::purge`); every
+    /// other row stays, with its reason. With `apply`, the purgeable rows are deleted in one
+    /// transaction, each journaled (`purge`) with its full row; without, nothing is written.
+    fn purge_source(
+        &self,
+        source: &str,
+        apply: bool,
+        actor: Actor,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<PurgeReport>> + Send;
+
+    /// F2: brings the purged rows of `source` back from the journal as they were (same id, key and
+    /// cells), journaled (`restore`), in one transaction. A row whose id or key is in use again
+    /// is skipped with the reason.
+    fn restore_source(
+        &self,
+        source: &str,
+        actor: Actor,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<RestoreReport>> + Send;
 
     /// Turns the kill switch on (with a reason) or off (S8), journaled as a ledger event.
     fn set_paused(

@@ -68,6 +68,10 @@ pub enum Command {
     View(cmd::view::Args),
     /// Find stuck states and print the command that fixes each.
     Doctor(cmd::doctor::Args),
+    /// Remove a source's untouched rows (a dry run unless --apply).
+    PurgeSource(cmd::purge::PurgeArgs),
+    /// Bring back the rows purge-source removed from a source.
+    Restore(cmd::purge::RestoreArgs),
     /// Export the ledger as Markdown, JSON or CSV.
     Export(cmd::export::Args),
     /// Run one task now, by the same rules as a sweep (external tasks need approval).

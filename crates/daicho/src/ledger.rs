@@ -9,8 +9,8 @@ use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_postgres::PgStore;
 use daicho_sqlite::{SqliteOptions, SqliteStore};
 use daicho_store::{
-    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, ReadySet, Result,
-    RunRecord, Store, UpsertReport,
+    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, PurgeReport, ReadySet,
+    RestoreReport, Result, RunRecord, Store, UpsertReport,
 };
 use jiff::Timestamp;
 
@@ -109,6 +109,20 @@ impl Store for AnyStore {
 
     async fn lease_role(&self, role: &str, owner: &str, now: Timestamp, until: Timestamp) -> Result<bool> {
         delegate!(self.lease_role(role, owner, now, until))
+    }
+
+    async fn purge_source(
+        &self,
+        source: &str,
+        apply: bool,
+        actor: Actor,
+        now: Timestamp,
+    ) -> Result<PurgeReport> {
+        delegate!(self.purge_source(source, apply, actor, now))
+    }
+
+    async fn restore_source(&self, source: &str, actor: Actor, now: Timestamp) -> Result<RestoreReport> {
+        delegate!(self.restore_source(source, actor, now))
     }
 
     async fn cursor(&self, role: &str) -> Result<Option<String>> {

@@ -10,6 +10,7 @@ pub mod list;
 pub mod log;
 pub mod pause;
 pub mod plan;
+pub mod purge;
 pub mod push;
 pub mod ready;
 pub mod run;
@@ -104,6 +105,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args, &ctx).await,
         Command::View(args) => view::run(args, &ctx).await,
         Command::Doctor(args) => doctor::run(args, &ctx).await,
+        Command::PurgeSource(args) => purge::purge(args, &ctx).await,
+        Command::Restore(args) => purge::restore(args, &ctx).await,
         Command::Export(args) => export::run(args, &ctx).await,
         Command::Run(args) => run::run(args, &ctx, false).await,
         Command::RunHeavy(args) => run::run(args, &ctx, true).await,

@@ -82,3 +82,28 @@ fn f3_doctor_finds_stuck_states_and_offers_the_fix() {
     let row = ledger.tasks().into_iter().find(|t| t.id == "T-0001").unwrap();
     assert_eq!((row.status.as_str(), row.failures), ("pending", 1), "the lost run counted once, nothing run");
 }
+
+/// F2 from the command line: a dry run lists what would go and what stays with its reason and
+/// writes nothing; `--apply` deletes; `restore` brings the rows back identical.
+#[test]
+fn f2_purge_source_is_a_dry_run_unless_applied_and_restore_undoes_it() {
+    let ledger = Ledger::new();
+    let rows = r#"[{"title": "noise 1"}, {"title": "noise 2"}, {"title": "kept"}]"#;
+    ledger.run(&["import", &ledger.file("scan.json", rows), "--source", "scan"]).ok();
+    ledger.run(&["set", "T-0003", "--correction", "look at this one"]).ok();
+    let before = ledger.tasks();
+    let dry: Value = ledger.run(&["purge-source", "scan", "--json"]).ok().json();
+    assert_eq!(dry["purged"], serde_json::json!(["T-0001", "T-0002"]));
+    assert_eq!(dry["kept"][0]["id"], "T-0003");
+    assert!(dry["kept"][0]["reason"].as_str().unwrap().contains("correction"), "{dry}");
+    assert_eq!(ledger.tasks(), before, "a dry run writes nothing");
+    let text = ledger.run(&["purge-source", "scan"]).ok().stdout;
+    assert!(text.contains("would purge 2 rows of scan") && text.contains("kept T-0003"), "{text}");
+
+    ledger.run(&["purge-source", "scan", "--apply"]).ok();
+    let left: Vec<String> = ledger.tasks().into_iter().map(|t| t.id).collect();
+    assert_eq!(left, ["T-0003"]);
+    let restored: Value = ledger.run(&["restore", "scan", "--json"]).ok().json();
+    assert_eq!(restored["restored"], serde_json::json!(["T-0001", "T-0002"]));
+    assert_eq!(ledger.tasks(), before, "restored identical");
+}
