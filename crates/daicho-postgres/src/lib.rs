@@ -572,15 +572,7 @@ impl Store for PgStore {
     async fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> Result<Task> {
         in_tx!(self, lock, |tx| {
             let before = rows::lock_task(&tx, id).await?.ok_or(StoreError::NotFound(id))?;
-            if before.status != Status::Pending {
-                return Err(StoreError::Conflict(format!(
-                    "{id} is {}; only a pending task can be approved",
-                    before.status
-                )));
-            }
-            let mut after = before.clone();
-            after.run = true;
-            after.updated_at = now;
+            let after = daicho_store::ends::plan_approve(&before, now)?;
             if after != before {
                 rows::update_task(&tx, &after).await?;
             }
@@ -774,23 +766,7 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
     let next_id: i64 =
         tx.query_one("SELECT value FROM meta WHERE name = 'next_id'", &[]).await.map_err(backend)?.get(0);
     let plan = merge_plan_with_keys(&existing, &batch.items, &keys, batch.now, next_id as u64);
-    if let Some(unresolved) = plan.unresolved.first() {
-        return Err(batch.error_at(
-            Some(unresolved.index),
-            format!(
-                "depends on '{}', which names no task of this input and is not a task id",
-                unresolved.reference
-            ),
-        ));
-    }
-    let mut changes: Vec<NewDeps> = plan
-        .add
-        .iter()
-        .map(|a| NewDeps { task: a.task.id, deps: a.task.deps.clone(), origin: Some(a.index) })
-        .collect();
-    changes.extend(plan.patch.iter().filter_map(|p| {
-        p.fields.deps.as_ref().map(|deps| NewDeps { task: p.id, deps: deps.clone(), origin: Some(p.index) })
-    }));
+    let changes = batch.dep_changes(&plan)?;
     let added: Vec<TaskId> = plan.add.iter().map(|a| a.task.id).collect();
     let leaf = plan.patch.iter().all(|p| p.fields.deps.is_none()) && !anyone_waits_for(tx, &added).await?;
     check_deps(tx, &changes, batch.unknown_deps == UnknownDeps::Refuse, leaf)

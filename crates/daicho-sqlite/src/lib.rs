@@ -557,23 +557,7 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     let plan = merge_plan_with_keys(&existing, &batch.items, &keys, batch.now, next_id as u64);
     let planned = started.elapsed();
 
-    if let Some(unresolved) = plan.unresolved.first() {
-        return Err(batch.error_at(
-            Some(unresolved.index),
-            format!(
-                "depends on '{}', which names no task of this input and is not a task id",
-                unresolved.reference
-            ),
-        ));
-    }
-    let mut changes: Vec<NewDeps> = plan
-        .add
-        .iter()
-        .map(|a| NewDeps { task: a.task.id, deps: a.task.deps.clone(), origin: Some(a.index) })
-        .collect();
-    changes.extend(plan.patch.iter().filter_map(|p| {
-        p.fields.deps.as_ref().map(|deps| NewDeps { task: p.id, deps: deps.clone(), origin: Some(p.index) })
-    }));
+    let changes = batch.dep_changes(&plan)?;
     // The ledger was acyclic, so a new cycle needs a path from a ledger row back to a changed
     // row. Without patched deps and without rows that already named a new id, there is none,
     // and the check need not walk the ledger's graph.

@@ -332,15 +332,7 @@ pub(crate) fn approvals_in(tx: &Transaction<'_>) -> Result<Vec<(TaskId, Timestam
 
 pub(crate) fn approve_in(tx: &Transaction<'_>, id: TaskId, actor: &Actor, now: Timestamp) -> Result<Task> {
     let before = get_task(tx, id)?.ok_or(StoreError::NotFound(id))?;
-    if before.status != Status::Pending {
-        return Err(StoreError::Conflict(format!(
-            "{id} is {}; only a pending task can be approved",
-            before.status
-        )));
-    }
-    let mut after = before.clone();
-    after.run = true;
-    after.updated_at = now;
+    let after = daicho_store::ends::plan_approve(&before, now)?;
     if after != before {
         rows::update_task(tx, &after).map_err(backend)?;
     }

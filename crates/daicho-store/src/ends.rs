@@ -1,4 +1,5 @@
-//! What a run's end does to its row, decided once for every backend (pure: no I/O).
+//! What a run's end (or a person's approval) does to its row, decided once for every backend
+//! (pure: no I/O).
 
 use daicho_core::policy::FailurePolicy;
 use daicho_core::{Actor, Task};
@@ -58,6 +59,24 @@ pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
             EndPlan { after, actor, kind: "fail", error: Some(error.clone()), outcome, tokens: (None, None) }
         }
     })
+}
+
+/// A person's approval (S2) of `before`: the row with `run` ticked.
+///
+/// # Errors
+///
+/// [`StoreError::Conflict`] unless the row is `pending`.
+pub fn plan_approve(before: &Task, now: Timestamp) -> Result<Task> {
+    if before.status != daicho_core::Status::Pending {
+        return Err(StoreError::Conflict(format!(
+            "{} is {}; only a pending task can be approved",
+            before.id, before.status
+        )));
+    }
+    let mut after = before.clone();
+    after.run = true;
+    after.updated_at = now;
+    Ok(after)
 }
 
 /// A lost run (S4): the `running` row `before` whose lease expired by `now` gets one timeout

@@ -499,6 +499,40 @@ pub trait Store: Send + Sync {
 }
 
 impl Batch {
+    /// The dependency edges a merge plan of this batch adds or replaces, for
+    /// `daicho_core::dag::check_new_deps`, each with its item as origin.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::InvalidInput`] naming the item when a dependency reference resolves to
+    /// nothing.
+    pub fn dep_changes(&self, plan: &daicho_core::Plan) -> Result<Vec<daicho_core::dag::NewDeps>> {
+        use daicho_core::dag::NewDeps;
+
+        if let Some(unresolved) = plan.unresolved.first() {
+            return Err(self.error_at(
+                Some(unresolved.index),
+                format!(
+                    "depends on '{}', which names no task of this input and is not a task id",
+                    unresolved.reference
+                ),
+            ));
+        }
+        let mut changes: Vec<NewDeps> = plan
+            .add
+            .iter()
+            .map(|a| NewDeps { task: a.task.id, deps: a.task.deps.clone(), origin: Some(a.index) })
+            .collect();
+        changes.extend(plan.patch.iter().filter_map(|p| {
+            p.fields.deps.as_ref().map(|deps| NewDeps {
+                task: p.id,
+                deps: deps.clone(),
+                origin: Some(p.index),
+            })
+        }));
+        Ok(changes)
+    }
+
     /// An input error about the item at `index`: names its file (or the batch's) and its line.
     pub fn error_at(&self, index: Option<usize>, reason: impl Into<String>) -> StoreError {
         let item = index.and_then(|i| self.items.get(i));
