@@ -119,9 +119,11 @@ pub fn cross_view(tasks: &[Task], options: &ViewOptions) -> CrossView {
     view
 }
 
-fn row(task: &Task, today: Date) -> ViewRow {
+/// What makes a row stand out (V4), most urgent first: overdue (open work past its due date),
+/// then `needs_human` or `review`. Closed rows are never overdue.
+pub fn marks_of(task: &Task, today: Date) -> Vec<Mark> {
     let mut marks = Vec::new();
-    if task.due.is_some_and(|d| d < today) {
+    if is_open_work(task.status) && task.due.is_some_and(|d| d < today) {
         marks.push(Mark::Overdue);
     }
     match task.status {
@@ -129,6 +131,11 @@ fn row(task: &Task, today: Date) -> ViewRow {
         Status::Review => marks.push(Mark::Review),
         _ => {}
     }
+    marks
+}
+
+fn row(task: &Task, today: Date) -> ViewRow {
+    let marks = marks_of(task, today);
     ViewRow {
         id: task.id.to_string(),
         project: task.project.clone(),
@@ -198,6 +205,20 @@ mod tests {
         assert_eq!(view.rows[0].marks, [Mark::Overdue, Mark::Review], "the overdue review leads");
         let parked = view.rows.iter().find(|r| r.id == "T-0021").expect("listed");
         assert_eq!(parked.marks, [Mark::NeedsHuman]);
+    }
+
+    #[test]
+    fn v4_closed_rows_are_never_overdue() {
+        let today = date(2026, 11, 30);
+        let late = Some(date(2026, 11, 1));
+        assert_eq!(marks_of(&task(1, "P", Status::Pending, late), today), [Mark::Overdue]);
+        assert_eq!(
+            marks_of(&task(2, "P", Status::NeedsHuman, late), today),
+            [Mark::Overdue, Mark::NeedsHuman]
+        );
+        assert!(marks_of(&task(3, "P", Status::Done, late), today).is_empty());
+        assert!(marks_of(&task(4, "P", Status::Dropped, late), today).is_empty());
+        assert_eq!(marks_of(&task(5, "P", Status::Review, None), today), [Mark::Review]);
     }
 
     #[test]

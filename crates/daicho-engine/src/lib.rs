@@ -10,6 +10,7 @@
 pub mod config;
 pub mod executor;
 pub mod llm;
+pub mod remote;
 pub mod sources;
 mod work;
 
@@ -20,8 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use daicho_core::policy::{ActionSpec, Gate, Hold, Mode, decide};
-use daicho_core::{Actor, Status, Task, TaskId};
-use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, StoreError, UnknownDeps};
+use daicho_core::{Status, Task, TaskId};
+use daicho_store::{ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, StoreError};
 use jiff::Timestamp;
 
 pub use config::{ActionConfig, ActionKind, Config, ConfigError, ScheduleConfig, SourceConfig, SourceKind};
@@ -189,6 +190,11 @@ impl<S: Store + 'static> Engine<S> {
     /// The store the engine runs on.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// The configuration the engine runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// Names this worker (tests run several in one process).
@@ -490,7 +496,7 @@ impl<S: Store + 'static> Engine<S> {
                 end,
                 policy: self.config.policy.failures,
             });
-            after.push((found, push_error, ctx.idempotency_key.clone()));
+            after.push((found, push_error));
             reports.push((report, true));
         }
         let ends = if finishes.is_empty() { Vec::new() } else { self.store.finish_many(finishes).await? };
@@ -498,7 +504,7 @@ impl<S: Store + 'static> Engine<S> {
         let mut ends = ends.into_iter().zip(after);
         let mut out = Vec::with_capacity(reports.len());
         for (mut report, recorded) in reports {
-            let Some((end, (found, push_error, key))) = recorded.then(|| ends.next()).flatten() else {
+            let Some((end, (found, push_error))) = recorded.then(|| ends.next()).flatten() else {
                 out.push(report);
                 continue;
             };
@@ -517,25 +523,9 @@ impl<S: Store + 'static> Engine<S> {
                 report.push_error = Some(error.clone());
                 self.store.note_run(id, attempt, format!("found tasks not pushed: {error}")).await?;
             }
-            if !found.is_empty() {
-                let batch = Batch {
-                    items: found,
-                    actor: Actor::Push(report.action.clone()),
-                    now: Timestamp::now(),
-                    file: format!("<output of run {key}>"),
-                    unknown_deps: UnknownDeps::Refuse,
-                };
-                match self.store.upsert(batch).await {
-                    Ok(pushed) => {
-                        report.pushed = Some((pushed.added.len(), pushed.updated.len(), pushed.skipped.len()))
-                    }
-                    Err(e) => {
-                        // X2: a failure to register never fails the producer's run.
-                        report.push_error = Some(e.to_string());
-                        self.store.note_run(id, attempt, format!("found tasks not pushed: {e}")).await?;
-                    }
-                }
-            }
+            let (pushed, error) = self.push_found(&report.action, id, attempt, found).await?;
+            report.pushed = pushed;
+            report.push_error = error.or(report.push_error);
             out.push(report);
         }
         Ok(out)

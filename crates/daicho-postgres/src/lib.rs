@@ -24,7 +24,7 @@ use daicho_core::policy::{FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{
     ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, PurgeReport, ReadySet,
-    RestoreReport, Result, RunRecord, SkippedItem, Store, StoreError, UnknownDeps, UpsertReport,
+    RestoreReport, Result, RunRecord, SkippedItem, StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
 };
 use deadpool_postgres::{Pool, Transaction};
 use jiff::Timestamp;
@@ -239,6 +239,16 @@ impl Store for PgStore {
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<Task>> {
         in_tx!(self, |tx| list_in(&tx, &filter).await?)
+    }
+
+    async fn status_counts(&self) -> Result<Vec<StatusCount>> {
+        in_tx!(self, |tx| {
+            let rows = tx
+                .query("SELECT project, status, count(*) FROM task GROUP BY project, status", &[])
+                .await
+                .map_err(backend)?;
+            daicho_store::sorted_counts(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+        })
     }
 
     async fn ready(&self, now: Timestamp, limit: usize) -> Result<ReadySet> {
@@ -672,6 +682,10 @@ async fn list_in(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Vec<Task>>
     if let Some(tag) = &filter.tag {
         args.push(Box::new(format!("%,{},%", tag.trim().to_lowercase())));
         sql.push_str(&format!(" AND (',' || tags || ',') LIKE ${}", args.len()));
+    }
+    if let Some(after) = filter.after {
+        args.push(Box::new(after.num() as i64));
+        sql.push_str(&format!(" AND num > ${}", args.len()));
     }
     sql.push_str(" ORDER BY num");
     if let Some(limit) = filter.limit {

@@ -27,7 +27,7 @@ use daicho_core::policy::{FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{
     ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, PurgeReport, ReadySet,
-    RestoreReport, Result, RunRecord, SkippedItem, Store, StoreError, UnknownDeps, UpsertReport,
+    RestoreReport, Result, RunRecord, SkippedItem, StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
 };
 use jiff::Timestamp;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -337,6 +337,17 @@ impl Store for SqliteStore {
         self.with_conn(move |conn| list_in(conn, &filter)).await
     }
 
+    async fn status_counts(&self) -> Result<Vec<StatusCount>> {
+        self.read(|tx| {
+            let rows: Vec<(String, String, i64)> = tx
+                .prepare_cached("SELECT project, status, count(*) FROM task GROUP BY project, status")
+                .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect())
+                .map_err(backend)?;
+            Ok(daicho_store::sorted_counts(rows))
+        })
+        .await
+    }
+
     async fn ready(&self, now: Timestamp, limit: usize) -> Result<ReadySet> {
         self.read(move |tx| {
             let now = now.as_microsecond();
@@ -454,6 +465,10 @@ fn list_in(conn: &Connection, filter: &ListFilter) -> Result<Vec<Task>> {
     if let Some(tag) = &filter.tag {
         args.push(format!("%,{},%", tag.trim().to_lowercase()).into());
         sql.push_str(&format!(" AND (',' || tags || ',') LIKE ?{}", args.len()));
+    }
+    if let Some(after) = filter.after {
+        args.push((after.num() as i64).into());
+        sql.push_str(&format!(" AND num > ?{}", args.len()));
     }
     sql.push_str(" ORDER BY num");
     if let Some(limit) = filter.limit {

@@ -434,6 +434,31 @@ pub async fn list_filters<B: Backend>(backend: &B) {
         titles(list(ListFilter { limit: Some(2), ..ListFilter::default() }).await.expect("list")),
         ["a", "b"]
     );
+    // Keyset paging: the page after the first row's id.
+    let first = list(ListFilter { limit: Some(1), ..ListFilter::default() }).await.expect("list");
+    assert_eq!(
+        titles(
+            list(ListFilter { after: Some(first[0].id), limit: Some(5), ..ListFilter::default() })
+                .await
+                .expect("list")
+        ),
+        ["b", "c"]
+    );
+    let counts: Vec<(String, Status, u64)> = store
+        .status_counts()
+        .await
+        .expect("counts")
+        .into_iter()
+        .map(|c| (c.project, c.status, c.count))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("PJ-01".to_owned(), Status::Pending, 1),
+            ("PJ-01".to_owned(), Status::Done, 1),
+            ("PJ-02".to_owned(), Status::Pending, 1)
+        ]
+    );
 }
 
 fn claim_request(task: TaskId, worker: &str, now: Timestamp) -> ClaimRequest {

@@ -114,8 +114,21 @@ pub struct ListFilter {
     pub source: Option<String>,
     /// Only rows with this tag.
     pub tag: Option<String>,
+    /// Only rows after this id (keyset paging: pass the last id of the previous page).
+    pub after: Option<TaskId>,
     /// At most this many rows.
     pub limit: Option<usize>,
+}
+
+/// How many rows of one project are in one status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusCount {
+    /// The project.
+    pub project: String,
+    /// The status.
+    pub status: Status,
+    /// The number of rows.
+    pub count: u64,
 }
 
 /// The ready set: the first rows in run order and how many there are in all.
@@ -282,6 +295,19 @@ pub struct ActionStats {
     pub tokens_out: u64,
 }
 
+/// Status counts from a backend's `(project, status, count)` rows, by project then status (in the
+/// ledger's status order). An unknown status name is ignored.
+pub fn sorted_counts(rows: Vec<(String, String, i64)>) -> Vec<StatusCount> {
+    let mut counts: Vec<StatusCount> = rows
+        .into_iter()
+        .filter_map(|(project, status, count)| {
+            Some(StatusCount { project, status: Status::parse(&status)?, count: count.max(0) as u64 })
+        })
+        .collect();
+    counts.sort_by(|a, b| a.project.cmp(&b.project).then((a.status as u8).cmp(&(b.status as u8))));
+    counts
+}
+
 /// Decides a role lease from the stored value (`owner|expiry in µs`): whether `owner` may take it.
 pub fn role_lease_free(stored: Option<&str>, owner: &str, now: Timestamp) -> bool {
     let Some((holder, expiry)) = stored.and_then(|v| v.rsplit_once('|')) else { return true };
@@ -327,6 +353,10 @@ pub trait Store: Send + Sync {
 
     /// Rows matching the filter, by id.
     fn list(&self, filter: ListFilter) -> impl Future<Output = Result<Vec<Task>>> + Send;
+
+    /// The number of rows per project and status, by project then status (the web UI's project
+    /// list and `/metrics`).
+    fn status_counts(&self) -> impl Future<Output = Result<Vec<StatusCount>>> + Send;
 
     /// The ready set at `now` (D1, D5): pending rows whose deps are all `done` or `dropped` and
     /// whose `not_before` has passed, by priority (larger first) then id; at most `limit` rows

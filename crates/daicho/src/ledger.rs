@@ -10,7 +10,7 @@ use daicho_postgres::PgStore;
 use daicho_sqlite::{SqliteOptions, SqliteStore};
 use daicho_store::{
     ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, PurgeReport, ReadySet,
-    RestoreReport, Result, RunRecord, Store, UpsertReport,
+    RestoreReport, Result, RunRecord, StatusCount, Store, UpsertReport,
 };
 use jiff::Timestamp;
 
@@ -101,6 +101,9 @@ impl Store for AnyStore {
     }
     async fn ready(&self, now: Timestamp, limit: usize) -> Result<ReadySet> {
         delegate!(self.ready(now, limit))
+    }
+    async fn status_counts(&self) -> Result<Vec<StatusCount>> {
+        delegate!(self.status_counts())
     }
 
     async fn replan(&self, batch: Batch, retire: Vec<TaskId>) -> Result<UpsertReport> {

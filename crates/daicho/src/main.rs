@@ -9,7 +9,7 @@ mod input;
 mod ledger;
 mod output;
 mod view;
-mod wire;
+use daicho_server::wire;
 
 use std::process::ExitCode;
 

@@ -27,6 +27,9 @@ pub struct Args {
     /// At most this many.
     #[arg(long, short = 'n')]
     pub limit: Option<usize>,
+    /// Only rows after this id (the next page after a --limit page).
+    #[arg(long)]
+    pub after: Option<daicho_core::TaskId>,
 }
 
 /// Parses status names, with `open` and `closed` as shorthands.
@@ -50,6 +53,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         statuses: parse_statuses(&args.status)?,
         source: args.source,
         tag: args.tag,
+        after: args.after,
         limit: args.limit,
     };
     let tasks = store.list(filter).await?;

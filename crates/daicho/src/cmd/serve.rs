@@ -1,6 +1,7 @@
-//! `daicho serve`: the scheduler daemon (R1, R2). Each `[[schedule]]` of daicho.toml names a role
-//! and a cron expression; at each of its times the role runs once, under a lease in the ledger so
-//! that two `serve` processes on one ledger never run the same role at the same moment.
+//! `daicho serve`: the web UI and HTTP API (I2, I3), and the scheduler daemon (R1, R2). Each
+//! `[[schedule]]` of daicho.toml names a role and a cron expression; at each of its times the
+//! role runs once, under a lease in the ledger so that two `serve` processes on one ledger never
+//! run the same role at the same moment.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -14,10 +15,12 @@ use super::Context;
 use crate::output;
 use crate::wire::SweepJson;
 
-/// Run the roles of daicho.toml's `[[schedule]]` tables at their cron times (the machine's local
-/// time) until stopped (Ctrl-C or SIGTERM). Every role run prints one result line; a role
-/// another `serve` holds is skipped with a note. `--now` runs every scheduled role once at
-/// start; `--now --once` does only that, for a one-shot run from cron or a script.
+/// Serve the web UI and the HTTP API (default http://127.0.0.1:7878; docs/api.md) and run the
+/// roles of daicho.toml's `[[schedule]]` tables at their cron times (the machine's local time)
+/// until stopped (Ctrl-C or SIGTERM). Every role run prints one result line; a role another
+/// `serve` holds is skipped with a note. `--now` runs every scheduled role once at start;
+/// `--now --once` does only that (no web server), for a one-shot run from cron or a script.
+/// Listening on an address other than loopback needs an access token (DAICHO_TOKEN).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Run every scheduled role once right away.
@@ -26,21 +29,75 @@ pub struct Args {
     /// With --now: exit after that first round.
     #[arg(long, requires = "now")]
     pub once: bool,
+    /// Where the web UI and API listen.
+    #[arg(long, env = "DAICHO_BIND", default_value = "127.0.0.1:7878")]
+    pub bind: std::net::SocketAddr,
+    /// The access token every request must carry (at least 16 characters); required when
+    /// --bind is not a loopback address.
+    #[arg(long, env = "DAICHO_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Run the schedule only, without the web UI and API.
+    #[arg(long)]
+    pub no_web: bool,
 }
 
 /// Runs `daicho serve`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let config = ctx.load_config()?;
-    if config.schedules.is_empty() {
-        bail!("nothing to serve: add [[schedule]] tables (role, cron) to the configuration");
+    let web = !args.no_web && !args.once;
+    if config.schedules.is_empty() && !web {
+        bail!(
+            "nothing to serve: add [[schedule]] tables (role, cron) to the configuration, or serve the web UI"
+        );
     }
-    let engine = ctx.engine().await?;
+    let engine = std::sync::Arc::new(ctx.engine().await?);
     let store = crate::ledger::open(&ctx.db).await?;
+    let metrics = std::sync::Arc::new(daicho_server::Metrics::default());
     let owner = daicho_engine::worker_name();
+    // The web server starts first, so that a bad address or a missing token stops everything
+    // before any role runs.
+    let mut server = None;
+    if web {
+        let options = daicho_server::ServerOptions {
+            bind: args.bind,
+            token: args.token.clone().filter(|t| !t.is_empty()),
+            ja: ctx.ja,
+            ..daicho_server::ServerOptions::default()
+        };
+        let bound =
+            daicho_server::bind(std::sync::Arc::clone(&engine), options, std::sync::Arc::clone(&metrics))
+                .await?;
+        let addr = bound.local_addr()?;
+        eprintln!("daicho: web UI and API on http://{addr}/");
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let handle = tokio::spawn(bound.serve(async move {
+            let _ = stop_rx.await;
+        }));
+        server = Some((stop_tx, handle));
+    }
+    let outcome = schedule_loop(&args, ctx, &engine, &store, &config, &metrics, &owner).await;
+    if let Some((stop, handle)) = server {
+        let _ = stop.send(());
+        handle.await??;
+    }
+    outcome
+}
+
+/// Runs the schedule (and, with `--now`, a first round) until stopped.
+async fn schedule_loop(
+    args: &Args,
+    ctx: &Context,
+    engine: &daicho_engine::Engine<crate::ledger::AnyStore>,
+    store: &crate::ledger::AnyStore,
+    config: &daicho_engine::Config,
+    metrics: &daicho_server::Metrics,
+    owner: &str,
+) -> anyhow::Result<ExitCode> {
+    let owner = owner.to_owned();
     let mut failed = 0;
     if args.now {
         for schedule in &config.schedules {
-            match run_role(ctx, &engine, &store, &config, schedule, &owner, Timestamp::now()).await {
+            match run_role(ctx, engine, store, config, metrics, schedule, &owner, Timestamp::now()).await {
                 Ok(n) => failed += n,
                 // One role's failure (the store out of reach, say) does not stop the others.
                 Err(e) => {
@@ -54,6 +111,14 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    if config.schedules.is_empty() {
+        // The web UI only.
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     loop {
         let tz = jiff::tz::TimeZone::system();
         let now = Timestamp::now();
@@ -74,19 +139,22 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
         // Every role due at this minute runs, in the file's order.
         for schedule in config.schedules.iter().filter(|s| s.cron.next_after(local) == Some(at)) {
-            if let Err(e) = run_role(ctx, &engine, &store, &config, schedule, &owner, when).await {
+            if let Err(e) = run_role(ctx, engine, store, config, metrics, schedule, &owner, when).await {
                 tracing::error!(role = %schedule.role, "{e:#}");
             }
         }
     }
 }
 
-/// Runs one role, fired at `fired`, under its lease; returns 1 when it reported a failure.
+/// Runs one role, fired at `fired`, under its lease; returns 1 when it reported a failure. Its
+/// duration and what it left over go to `/metrics`.
+#[allow(clippy::too_many_arguments)]
 async fn run_role(
     ctx: &Context,
     engine: &daicho_engine::Engine<crate::ledger::AnyStore>,
     store: &crate::ledger::AnyStore,
     config: &daicho_engine::Config,
+    metrics: &daicho_server::Metrics,
     schedule: &ScheduleConfig,
     owner: &str,
     fired: Timestamp,
@@ -103,8 +171,10 @@ async fn run_role(
         return Ok(0);
     }
     let budget = Duration::try_from(schedule.budget).unwrap_or(Duration::from_secs(1800));
+    let started = std::time::Instant::now();
     let outcome = async {
-        let failed = match schedule.role.as_str() {
+        // (failed, truncated)
+        let figures = match schedule.role.as_str() {
             "view" => {
                 let report = super::view::write_files(store, config).await?;
                 if ctx.json {
@@ -112,7 +182,7 @@ async fn run_role(
                 } else {
                     output::print(&format!("view: wrote {}", report["written"]))?;
                 }
-                0
+                (0, 0)
             }
             "sync" => {
                 let report = super::sweep::sync_sweep(store, config, schedule.max, budget).await?;
@@ -124,7 +194,8 @@ async fn run_role(
                         super::sweep::sync_text(&report).replace('\n', "; ")
                     ))?;
                 }
-                usize::from(report["failed"].as_u64().unwrap_or(0) > 0)
+                let truncated = report["truncated"].as_u64().unwrap_or(0) as usize;
+                (usize::from(report["failed"].as_u64().unwrap_or(0) > 0), truncated)
             }
             name => {
                 let role = if name == "auto" { Role::Auto } else { Role::RunRequested };
@@ -145,12 +216,15 @@ async fn run_role(
                         report.paused.as_deref().map(|r| format!(" (paused: {r})")).unwrap_or_default()
                     ))?;
                 }
-                0
+                (0, report.truncated)
             }
         };
-        anyhow::Ok(failed)
+        anyhow::Ok(figures)
     };
-    let result = outcome.await;
+    let result = outcome.await.map(|(failed, truncated)| {
+        metrics.record_sweep(&schedule.role, started.elapsed().as_secs_f64(), truncated);
+        failed
+    });
     // Kept to the end of the minute it fired in (another serve firing at the same minute skips
     // it), then free whatever happened, so the next time is not blocked.
     let now = Timestamp::now();

@@ -6,6 +6,7 @@ mod engine;
 mod errors;
 mod formats;
 mod plan;
+mod serve;
 mod sync;
 mod view;
 
@@ -83,6 +84,8 @@ impl Ledger {
             .env("DAICHO_USER", "tester")
             .env_remove("DAICHO_CONFIG")
             .env_remove("DAICHO_CORRECTION")
+            .env_remove("DAICHO_TOKEN")
+            .env_remove("DAICHO_BIND")
             .env("LOG", self.dir.path().join("executors.log"))
             .env("DAICHO_BIN", env!("CARGO_BIN_EXE_daicho"))
             .stdin(Stdio::null());

@@ -109,6 +109,64 @@ pub struct ReadyJson {
     pub tasks: Vec<TaskJson>,
 }
 
+/// Why a ready row will or will not run (S7).
+#[derive(Debug, Serialize)]
+pub struct WhyJson {
+    /// The task.
+    pub id: String,
+    /// Whether a sweep would run it now.
+    pub runs: bool,
+    /// The action that would run it.
+    pub action: Option<String>,
+    /// The kind of hold (`stalled`, `awaiting_approval`, …) when it will not run.
+    pub hold: Option<&'static str>,
+    /// The reason, for a person.
+    pub reason: String,
+}
+
+/// The ready set with why each row will or will not run.
+#[derive(Debug, Serialize)]
+pub struct ReadyWhyJson {
+    /// The ready set.
+    #[serde(flatten)]
+    pub ready: ReadyJson,
+    /// One entry per listed task, in the same order.
+    pub why: Vec<WhyJson>,
+}
+
+impl ReadyWhyJson {
+    /// The ready set and the engine's decision for each of its listed rows.
+    pub fn new(
+        ready: &daicho_store::ReadySet,
+        decisions: Vec<Result<String, daicho_core::policy::Hold>>,
+    ) -> Self {
+        let why = decisions
+            .into_iter()
+            .zip(&ready.tasks)
+            .map(|(decision, task)| match decision {
+                Ok(action) => WhyJson {
+                    id: task.id.to_string(),
+                    runs: true,
+                    reason: format!("runs with {action}"),
+                    action: Some(action),
+                    hold: None,
+                },
+                Err(hold) => WhyJson {
+                    id: task.id.to_string(),
+                    runs: false,
+                    action: None,
+                    hold: Some(hold.kind()),
+                    reason: hold.to_string(),
+                },
+            })
+            .collect();
+        ReadyWhyJson {
+            ready: ReadyJson { total: ready.total, tasks: ready.tasks.iter().map(TaskJson::from).collect() },
+            why,
+        }
+    }
+}
+
 /// The counts a push returns (X2).
 #[derive(Debug, Serialize)]
 pub struct PushJson {
@@ -323,6 +381,51 @@ impl From<&daicho_engine::SweepReport> for SweepJson {
             held: r.held.iter().map(HeldJson::from).collect(),
             queued: r.queued.iter().map(ToString::to_string).collect(),
             truncated: r.truncated,
+        }
+    }
+}
+
+/// One run of a task, as recorded.
+#[derive(Debug, Serialize)]
+pub struct RunRecordJson {
+    /// The attempt (1 for the first claim).
+    pub attempt: u32,
+    /// The worker.
+    pub worker: String,
+    /// The action.
+    pub action: String,
+    /// When it started, RFC 3339.
+    pub started: String,
+    /// When it ended, RFC 3339.
+    pub finished: Option<String>,
+    /// `running`, `success`, `failure`, `timeout` or `lost`.
+    pub outcome: String,
+    /// The error of a failed run.
+    pub error: String,
+    /// Prompt tokens, if reported.
+    pub tokens_in: Option<u64>,
+    /// Completion tokens, if reported.
+    pub tokens_out: Option<u64>,
+    /// `T-0042:<attempt>`.
+    pub idempotency_key: String,
+    /// Notes written after the run.
+    pub note: String,
+}
+
+impl From<&daicho_store::RunRecord> for RunRecordJson {
+    fn from(r: &daicho_store::RunRecord) -> RunRecordJson {
+        RunRecordJson {
+            attempt: r.attempt,
+            worker: r.worker.clone(),
+            action: r.action.clone(),
+            started: r.started.to_string(),
+            finished: r.finished.map(|t| t.to_string()),
+            outcome: r.outcome.clone(),
+            error: r.error.clone(),
+            tokens_in: r.tokens_in,
+            tokens_out: r.tokens_out,
+            idempotency_key: r.idempotency_key.clone(),
+            note: r.note.clone(),
         }
     }
 }

@@ -1,0 +1,279 @@
+//! Runs done elsewhere: a remote worker over the HTTP API (and an agent over MCP) claims a ready
+//! task, keeps its lease with heartbeats and reports the run's end, under the same rules as the
+//! engine's own runs: the kill switch, lost runs counted first (S4), the pure eligibility policy
+//! (S2, S5–S7, S9, S12), the claim committed before the work starts (S1), every write after it
+//! fenced by the attempt, found tasks pushed in a transaction of their own (X2).
+
+use daicho_core::format::ItemDefaults;
+use daicho_core::policy::{Gate, Hold, Mode, correction_for_run, decide, idempotency_key};
+use daicho_core::{Actor, Item, Status, Task, TaskId};
+use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, StoreError, UnknownDeps};
+use jiff::Timestamp;
+
+use crate::Engine;
+
+/// Which ready task a remote worker wants.
+#[derive(Clone, Debug, Default)]
+pub struct ClaimFilter {
+    /// The worker's name; it owns the lease and must name itself again on every later write.
+    pub worker: String,
+    /// Only tasks of this project.
+    pub project: Option<String>,
+    /// Only tasks this action would run.
+    pub action: Option<String>,
+}
+
+/// A claim made for a remote worker: the run may start now.
+#[derive(Clone, Debug)]
+pub struct RemoteClaim {
+    /// The claimed row (`running`, attempt counted, leased).
+    pub task: Task,
+    /// The action to run it with.
+    pub action: String,
+    /// `T-0042:<attempt>` (S10): the run's idempotency key.
+    pub idempotency_key: String,
+    /// The person's correction for this run, at most 4,000 characters (C1, C2).
+    pub correction: Option<String>,
+    /// When the lease runs out unless a heartbeat extends it.
+    pub lease_expires_at: Timestamp,
+}
+
+/// What a remote worker's claim got.
+#[derive(Clone, Debug)]
+pub enum NextClaim {
+    /// A task to run.
+    Claimed(Box<RemoteClaim>),
+    /// The kill switch is on (S8): nothing was claimed.
+    Paused(String),
+    /// Nothing eligible for this worker now; `held` ready tasks were passed over (each has its
+    /// reason in `daicho ready`).
+    Nothing {
+        /// Ready tasks matching the filter that may not run now.
+        held: usize,
+    },
+}
+
+/// What recording a remote run's end did.
+#[derive(Clone, Debug)]
+pub struct RemoteEnd {
+    /// The row as stored afterwards.
+    pub task: Task,
+    /// Found tasks pushed: (added, updated, skipped).
+    pub pushed: Option<(usize, usize, usize)>,
+    /// Why pushing found tasks failed, if it did (the run's end stands).
+    pub push_error: Option<String>,
+}
+
+/// How many ready rows one remote claim examines at most.
+const CLAIM_SCAN: usize = 1_000;
+
+impl<S: Store + 'static> Engine<S> {
+    /// Claims the first ready task that `filter` matches and the policy lets run now: a row a
+    /// person ticked ▶ run first, then an automatic run (`ai` tag, `auto` action). Heavy tasks,
+    /// external tasks without approval, manual tasks and stalled ones are passed over; external
+    /// tasks met on the way are put in the approval queue. A row another worker takes first is
+    /// passed over too.
+    ///
+    /// # Errors
+    ///
+    /// A store error.
+    pub async fn claim_next(&self, filter: &ClaimFilter) -> Result<NextClaim, StoreError> {
+        if let Some(reason) = self.paused().await? {
+            return Ok(NextClaim::Paused(reason));
+        }
+        let now = Timestamp::now();
+        self.store.expire_leases(now, self.config.policy.failures).await?;
+        let gate = Gate {
+            actions: &self.specs,
+            paused: None,
+            runs_today: self.gate_counts(now).await?,
+            daily_cap: self.config.policy.daily_cap,
+        };
+        let mut tasks = self.store.ready_head(now, CLAIM_SCAN).await?;
+        tasks.sort_by_key(|t| !t.run);
+        let mut held = 0;
+        let mut to_queue = Vec::new();
+        let mut outcome = None;
+        for task in tasks.iter().filter(|t| filter.project.as_ref().is_none_or(|p| *p == t.project)) {
+            let mode = if task.run { Mode::Requested } else { Mode::Auto };
+            let action = match decide(task, mode, &gate) {
+                Ok(action) => action,
+                Err(hold) => {
+                    if hold == Hold::AwaitingApproval {
+                        to_queue.push(task.id);
+                    }
+                    held += 1;
+                    continue;
+                }
+            };
+            if filter.action.as_ref().is_some_and(|a| *a != action.name) {
+                continue;
+            }
+            let external = daicho_core::policy::is_external(task, Some(action));
+            let request = ClaimRequest {
+                id: task.id,
+                worker: filter.worker.clone(),
+                action: action.name.clone(),
+                now: Timestamp::now(),
+                lease: self.config.policy.lease,
+                require_run: mode == Mode::Requested || external,
+            };
+            match self.store.claim(request.clone()).await? {
+                ClaimOutcome::Claimed(task) => {
+                    outcome = Some(NextClaim::Claimed(Box::new(RemoteClaim {
+                        idempotency_key: idempotency_key(task.id, task.attempt),
+                        correction: correction_for_run(&task),
+                        lease_expires_at: request.now + request.lease,
+                        action: request.action,
+                        task: *task,
+                    })));
+                    break;
+                }
+                ClaimOutcome::Paused(reason) => {
+                    outcome = Some(NextClaim::Paused(reason));
+                    break;
+                }
+                // Taken by another worker (or changed) meanwhile: the next one.
+                ClaimOutcome::NotClaimable => {}
+            }
+        }
+        if !to_queue.is_empty() {
+            self.store.queue_approvals(to_queue, Timestamp::now()).await?;
+        }
+        Ok(outcome.unwrap_or(NextClaim::Nothing { held }))
+    }
+
+    /// Extends a remote run's lease by the configured lease length; returns the new expiry.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::LeaseLost`] unless the row is still running under this attempt and worker.
+    pub async fn heartbeat_remote(
+        &self,
+        id: TaskId,
+        attempt: u32,
+        worker: &str,
+    ) -> Result<Timestamp, StoreError> {
+        let until = Timestamp::now() + self.config.policy.lease;
+        self.store.heartbeat(id, attempt, worker, until).await?;
+        Ok(until)
+    }
+
+    /// Records a remote run's success: the result, `review` or `done` as its action says, then
+    /// the found tasks pushed in a transaction of their own (X2: a refused push never undoes
+    /// the run's end; it is noted on the run).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::LeaseLost`] when this attempt is no longer the current run (a late or
+    /// stale report): nothing is written.
+    pub async fn complete_remote(
+        &self,
+        id: TaskId,
+        attempt: u32,
+        worker: &str,
+        result: String,
+        found: Option<serde_json::Value>,
+        tokens: Option<(u64, u64)>,
+    ) -> Result<RemoteEnd, StoreError> {
+        let action = self.run_action(id, attempt).await?;
+        let status = self.config.action(&action).map_or(Status::Review, |a| a.spec.on_success.status());
+        let end = RunEnd::Success {
+            result,
+            status,
+            tokens_in: tokens.map(|t| t.0),
+            tokens_out: tokens.map(|t| t.1),
+        };
+        let task = self.finish_remote(id, attempt, worker, end).await?;
+        // Found tasks are read as a command executor's are: the action is their source, the
+        // task's project their project; unreadable ones never undo the run's end (X2).
+        let (items, read_error) = match found {
+            None => (Vec::new(), None),
+            Some(tasks) => {
+                let defaults = ItemDefaults { source: action.clone(), project: task.project.clone() };
+                let name = format!("<output of run {}>", idempotency_key(id, attempt));
+                match daicho_core::format::json::parse(&tasks.to_string(), &name, &defaults) {
+                    Ok(items) => (items, None),
+                    Err(e) => (Vec::new(), Some(e.to_string())),
+                }
+            }
+        };
+        if let Some(error) = &read_error {
+            self.store.note_run(id, attempt, format!("found tasks not pushed: {error}")).await?;
+        }
+        let (pushed, push_error) = self.push_found(&action, id, attempt, items).await?;
+        Ok(RemoteEnd { task, pushed, push_error: push_error.or(read_error) })
+    }
+
+    /// Records a remote run's failure (S3: one more failure, back to `pending` or to
+    /// `needs_human` at the cap; no retry).
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::complete_remote`].
+    pub async fn fail_remote(
+        &self,
+        id: TaskId,
+        attempt: u32,
+        worker: &str,
+        error: String,
+    ) -> Result<Task, StoreError> {
+        self.finish_remote(id, attempt, worker, RunEnd::Failure { error, timeout: false }).await
+    }
+
+    async fn finish_remote(
+        &self,
+        id: TaskId,
+        attempt: u32,
+        worker: &str,
+        end: RunEnd,
+    ) -> Result<Task, StoreError> {
+        self.store
+            .finish(Finish {
+                id,
+                attempt,
+                worker: worker.to_owned(),
+                now: Timestamp::now(),
+                end,
+                policy: self.config.policy.failures,
+            })
+            .await
+    }
+
+    /// The action of a run as its claim recorded it.
+    async fn run_action(&self, id: TaskId, attempt: u32) -> Result<String, StoreError> {
+        let runs = self.store.runs(id).await?;
+        runs.into_iter()
+            .find(|r| r.attempt == attempt && r.outcome == "running")
+            .map(|r| r.action)
+            .ok_or(StoreError::LeaseLost { id, attempt })
+    }
+
+    /// Pushes a run's found tasks in a transaction of their own (X2); a refusal is noted on the
+    /// run and returned, never raised.
+    pub(crate) async fn push_found(
+        &self,
+        action: &str,
+        id: TaskId,
+        attempt: u32,
+        found: Vec<Item>,
+    ) -> Result<(Option<(usize, usize, usize)>, Option<String>), StoreError> {
+        if found.is_empty() {
+            return Ok((None, None));
+        }
+        let batch = Batch {
+            items: found,
+            actor: Actor::Push(action.to_owned()),
+            now: Timestamp::now(),
+            file: format!("<output of run {}>", idempotency_key(id, attempt)),
+            unknown_deps: UnknownDeps::Refuse,
+        };
+        match self.store.upsert(batch).await {
+            Ok(pushed) => Ok((Some((pushed.added.len(), pushed.updated.len(), pushed.skipped.len())), None)),
+            Err(e) => {
+                self.store.note_run(id, attempt, format!("found tasks not pushed: {e}")).await?;
+                Ok((None, Some(e.to_string())))
+            }
+        }
+    }
+}

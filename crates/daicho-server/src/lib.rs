@@ -1,0 +1,158 @@
+//! The faces of daicho over HTTP, served by `daicho serve` (I2, I3).
+//!
+//! - The web UI ([`ui`]): the cross view, one ledger per project where a person changes only
+//!   `status`, `correction` and the ▶ run box, the approval queue, a task page with its journal
+//!   and runs, the kill switch. Plain HTML forms: it works without JavaScript.
+//! - The JSON API ([`api`]) under `/api/v1`: list, show, ready with reasons, push (X2), patch,
+//!   approve, and `claim` / `heartbeat` / `complete` / `fail` for remote workers, every write
+//!   after a claim fenced by its attempt.
+//! - `/metrics` ([`metrics`]) in the Prometheus text format.
+//!
+//! Security ([`security`]): every text is escaped by the templates; every form carries a CSRF
+//! token; a non-loopback address is refused without an access token, which every request must
+//! then carry; without a token, requests naming a non-loopback host are refused (DNS
+//! rebinding); request bodies are capped.
+
+pub mod api;
+mod labels;
+pub mod metrics;
+mod security;
+mod ui;
+pub mod wire;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use daicho_engine::Engine;
+use daicho_store::Store;
+
+pub use metrics::Metrics;
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Where to listen (default `127.0.0.1:7878`).
+    pub bind: SocketAddr,
+    /// The access token every request must carry (required for a non-loopback address).
+    pub token: Option<String>,
+    /// Japanese labels (locale `ja`).
+    pub ja: bool,
+    /// The largest request body accepted, in bytes.
+    pub body_limit: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> ServerOptions {
+        ServerOptions {
+            bind: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            token: None,
+            ja: false,
+            body_limit: 1024 * 1024,
+        }
+    }
+}
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// A non-loopback address without an access token.
+    #[error(
+        "refusing to listen on {0} without an access token: anyone who can reach it could run tasks; \
+         set DAICHO_TOKEN (or --token), or listen on 127.0.0.1"
+    )]
+    NeedsToken(SocketAddr),
+    /// The access token is too short to protect anything.
+    #[error("the access token must have at least 16 characters")]
+    WeakToken,
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The reason.
+        source: std::io::Error,
+    },
+}
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct AppState<S> {
+    engine: Arc<Engine<S>>,
+    options: ServerOptions,
+    /// The CSRF token of this process: embedded in every form, checked on every form post. A
+    /// page of another origin cannot read it (same-origin policy), so it cannot forge a post.
+    csrf: String,
+    metrics: Arc<Metrics>,
+}
+
+impl<S> AppState<S> {
+    fn store(&self) -> &S
+    where
+        S: Store + 'static,
+    {
+        self.engine.store()
+    }
+}
+
+/// A server bound to its address, not yet serving.
+#[derive(Debug)]
+pub struct Bound {
+    listener: tokio::net::TcpListener,
+    router: Router,
+}
+
+/// Checks the options, then binds the address. A non-loopback address needs an access token
+/// (I2).
+///
+/// # Errors
+///
+/// [`ServerError::NeedsToken`], [`ServerError::WeakToken`] or [`ServerError::Bind`].
+pub async fn bind<S: Store + 'static>(
+    engine: Arc<Engine<S>>,
+    options: ServerOptions,
+    metrics: Arc<Metrics>,
+) -> Result<Bound, ServerError> {
+    match &options.token {
+        None if !options.bind.ip().is_loopback() => return Err(ServerError::NeedsToken(options.bind)),
+        Some(token) if token.chars().count() < 16 => return Err(ServerError::WeakToken),
+        _ => {}
+    }
+    let listener = tokio::net::TcpListener::bind(options.bind)
+        .await
+        .map_err(|source| ServerError::Bind { addr: options.bind, source })?;
+    let state = Arc::new(AppState { engine, csrf: security::random_token(), options, metrics });
+    Ok(Bound { listener, router: router(state) })
+}
+
+impl Bound {
+    /// The address actually bound (port 0 picks a free one).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` resolves; requests under way are finished first.
+    ///
+    /// # Errors
+    ///
+    /// An I/O error of the listener.
+    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+        axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await
+    }
+}
+
+/// Every route, behind the access guard and the body limit.
+fn router<S: Store + 'static>(state: Arc<AppState<S>>) -> Router {
+    let limit = state.options.body_limit;
+    Router::new()
+        .merge(ui::routes::<S>())
+        .merge(api::routes::<S>())
+        .route("/metrics", axum::routing::get(metrics::handler::<S>))
+        .route("/login", axum::routing::get(security::login::<S>))
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), security::guard::<S>))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}

@@ -1,0 +1,780 @@
+//! The web UI (I2): plain HTML pages and forms, no JavaScript. Askama templates escape every
+//! text they print; the data the templates get is prepared here.
+//!
+//! - `/` the cross view (V1–V4) and the projects with counts per status;
+//! - `/p/{project}` one project's ledger in the column order of SPEC §1, 200 rows a page; a
+//!   person changes only `status`, `correction` and the ▶ run box;
+//! - `/approvals` the approval queue: approve (ticks ▶ run) or reject (`dropped`, the reason
+//!   kept as the row's correction);
+//! - `/t/{id}` one task with every field, its journal and its runs;
+//! - the kill switch: a banner while paused, pause and resume forms.
+//!
+//! Every form posts its CSRF token; changes are journaled as `human:web`.
+
+use std::sync::Arc;
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use daicho_core::edit::TaskEdit;
+use daicho_core::view::{Mark, dashboard_text, more_text};
+use daicho_core::{Actor, Status, Task, TaskId};
+use daicho_store::{ListFilter, Store, StoreError};
+use serde::Deserialize;
+
+use crate::labels::{Labels, for_locale};
+use crate::security::csrf_ok;
+use crate::{AppState, api};
+
+/// The UI's routes.
+pub(crate) fn routes<S: Store + 'static>() -> Router<Arc<AppState<S>>> {
+    Router::new()
+        .route("/", get(index::<S>))
+        .route("/p/{project}", get(ledger::<S>))
+        .route("/approvals", get(approvals::<S>))
+        .route("/t/{id}", get(task_page::<S>))
+        .route("/t/{id}/edit", post(edit::<S>))
+        .route("/t/{id}/approve", post(approve::<S>))
+        .route("/t/{id}/reject", post(reject::<S>))
+        .route("/pause", post(pause::<S>))
+        .route("/resume", post(resume::<S>))
+}
+
+/// Rows of a ledger page.
+const PAGE_ROWS: usize = 200;
+
+/// The person a web form acts as.
+fn web_actor() -> Actor {
+    Actor::Human("web".to_owned())
+}
+
+/// A page that failed: a plain-text message with its status.
+#[derive(Debug)]
+struct PageError(StatusCode, String);
+
+impl From<StoreError> for PageError {
+    fn from(e: StoreError) -> PageError {
+        let status = match &e {
+            StoreError::NotFound(_) => StatusCode::NOT_FOUND,
+            StoreError::InvalidInput(_) | StoreError::Dag(_) => StatusCode::BAD_REQUEST,
+            StoreError::Conflict(_) | StoreError::LeaseLost { .. } => StatusCode::CONFLICT,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        PageError(status, e.to_string())
+    }
+}
+
+impl From<api::ApiError> for PageError {
+    fn from(e: api::ApiError) -> PageError {
+        PageError(e.status, e.message)
+    }
+}
+
+impl From<askama::Error> for PageError {
+    fn from(e: askama::Error) -> PageError {
+        PageError(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot draw the page: {e}"))
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        (self.0, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{}\n", self.1))
+            .into_response()
+    }
+}
+
+type PageResult = Result<Response, PageError>;
+
+fn html(template: &impl Template) -> PageResult {
+    Ok(Html(template.render()?).into_response())
+}
+
+/// Percent-encodes a path segment.
+fn segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A time as a person reads it: local date and minute.
+fn when(t: jiff::Timestamp) -> String {
+    t.to_zoned(jiff::tz::TimeZone::system()).strftime("%Y-%m-%d %H:%M").to_string()
+}
+
+fn task_href(id: &str) -> String {
+    format!("/t/{}", segment(id))
+}
+
+fn project_href(project: &str) -> String {
+    format!("/p/{}", segment(project))
+}
+
+/// The column headers, in English or Japanese (SPEC §1).
+#[derive(Debug)]
+struct Columns {
+    id: &'static str,
+    status: &'static str,
+    run: &'static str,
+    title: &'static str,
+    body: &'static str,
+    source: &'static str,
+    evidence: &'static str,
+    due: &'static str,
+    assignee: &'static str,
+    work_type: &'static str,
+    priority: &'static str,
+    not_before: &'static str,
+    action: &'static str,
+    result: &'static str,
+    run_at: &'static str,
+    correction: &'static str,
+    deps: &'static str,
+    tags: &'static str,
+}
+
+impl Columns {
+    fn new(ja: bool) -> Columns {
+        let h = |name: &str| {
+            daicho_core::format::csv::COLUMNS
+                .iter()
+                .find(|(en, _)| *en == name)
+                .map_or("", |(en, jp)| if ja { jp } else { en })
+        };
+        Columns {
+            id: h("id"),
+            status: h("status"),
+            run: h("run"),
+            title: h("title"),
+            body: h("body"),
+            source: h("source"),
+            evidence: h("evidence"),
+            due: h("due"),
+            assignee: h("assignee"),
+            work_type: h("type"),
+            priority: h("priority"),
+            not_before: h("not_before"),
+            action: h("action"),
+            result: h("result"),
+            run_at: h("run_at"),
+            correction: h("correction"),
+            deps: h("deps"),
+            tags: h("tags"),
+        }
+    }
+}
+
+/// A link in the header.
+#[derive(Debug)]
+struct NavProject {
+    name: String,
+    href: String,
+}
+
+/// What every page shows around its content.
+#[derive(Debug)]
+struct Chrome {
+    l: &'static Labels,
+    title: String,
+    csrf: String,
+    paused: Option<String>,
+    approvals: usize,
+    projects: Vec<NavProject>,
+}
+
+async fn chrome<S: Store + 'static>(state: &AppState<S>, title: String) -> Result<Chrome, StoreError> {
+    let counts = state.store().status_counts().await?;
+    let mut projects: Vec<NavProject> = Vec::new();
+    for c in counts {
+        if projects.last().is_none_or(|p| p.name != c.project) {
+            projects.push(NavProject { href: project_href(&c.project), name: c.project });
+        }
+    }
+    Ok(Chrome {
+        l: for_locale(state.options.ja),
+        title,
+        csrf: state.csrf.clone(),
+        paused: state.engine.paused().await?,
+        approvals: state.store().approvals().await?.len(),
+        projects,
+    })
+}
+
+fn mark_words(marks: &[Mark], l: &Labels, ja: bool) -> (String, String) {
+    let class = marks
+        .iter()
+        .map(|m| match m {
+            Mark::Overdue => "overdue",
+            Mark::Review => "review",
+            Mark::NeedsHuman => "needs_human",
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let words = marks
+        .iter()
+        .map(|m| match m {
+            Mark::Overdue => l.overdue,
+            Mark::Review => Status::Review.label(ja),
+            Mark::NeedsHuman => Status::NeedsHuman.label(ja),
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    (class, words)
+}
+
+/// One row of the cross view.
+#[derive(Debug)]
+struct ViewRowHtml {
+    id: String,
+    href: String,
+    project: String,
+    project_href: String,
+    status: &'static str,
+    due: String,
+    title: String,
+    assignee: String,
+    class: String,
+    marks: String,
+}
+
+/// A "… N more" line with its link.
+#[derive(Debug)]
+struct MoreHtml {
+    text: String,
+    href: String,
+}
+
+/// A project's counts per status.
+#[derive(Debug)]
+struct ProjectCounts {
+    name: String,
+    href: String,
+    counts: Vec<u64>,
+}
+
+#[derive(Template)]
+#[template(path = "index.html")]
+struct IndexPage {
+    page: Chrome,
+    columns: Columns,
+    rows: Vec<ViewRowHtml>,
+    dashboards: Vec<String>,
+    more: Vec<MoreHtml>,
+    status_heads: Vec<&'static str>,
+    counts: Vec<ProjectCounts>,
+}
+
+async fn index<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) -> PageResult {
+    let ja = state.options.ja;
+    let page = chrome(&state, for_locale(ja).open_work.to_owned()).await?;
+    let view = api::build_view(&state, None).await?;
+    let rows = view
+        .rows
+        .iter()
+        .map(|r| {
+            let (class, marks) = mark_words(&r.marks, page.l, ja);
+            ViewRowHtml {
+                href: task_href(&r.id),
+                id: r.id.clone(),
+                project_href: project_href(&r.project),
+                project: r.project.clone(),
+                status: r.status.label(ja),
+                due: r.due.map(|d| d.to_string()).unwrap_or_default(),
+                title: r.title.clone(),
+                assignee: r.assignee.clone(),
+                class,
+                marks,
+            }
+        })
+        .collect();
+    let mut counts: Vec<ProjectCounts> = Vec::new();
+    for c in state.store().status_counts().await? {
+        if counts.last().is_none_or(|p| p.name != c.project) {
+            counts.push(ProjectCounts {
+                href: project_href(&c.project),
+                name: c.project.clone(),
+                counts: vec![0; Status::ALL.len()],
+            });
+        }
+        if let (Some(last), Some(i)) = (counts.last_mut(), Status::ALL.iter().position(|s| *s == c.status)) {
+            last.counts[i] = c.count;
+        }
+    }
+    html(&IndexPage {
+        columns: Columns::new(ja),
+        rows,
+        dashboards: view.dashboards.iter().map(dashboard_text).collect(),
+        more: view
+            .more
+            .iter()
+            .map(|m| MoreHtml { text: more_text(m), href: project_href(&m.project) })
+            .collect(),
+        status_heads: Status::ALL.iter().map(|s| s.label(ja)).collect(),
+        counts,
+        page,
+    })
+}
+
+/// A status choice of an edit form.
+#[derive(Debug)]
+struct StatusOption {
+    value: &'static str,
+    label: &'static str,
+    selected: bool,
+    disabled: bool,
+}
+
+/// A ledger row as a page shows it.
+#[derive(Debug)]
+struct RowHtml {
+    id: String,
+    href: String,
+    form: String,
+    edit_action: String,
+    class: String,
+    marks: String,
+    status_options: Vec<StatusOption>,
+    run: bool,
+    title: String,
+    body: String,
+    source: String,
+    evidence: String,
+    evidence_href: Option<String>,
+    due: String,
+    assignee: String,
+    work_type: String,
+    priority: i64,
+    not_before: String,
+    action: String,
+    result: String,
+    run_at: String,
+    correction: String,
+    deps: Vec<(String, String)>,
+    tags: String,
+}
+
+/// Long text cut for a table cell; the task page shows it whole.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+fn row_html(task: &Task, today: jiff::civil::Date, l: &Labels, ja: bool, whole: bool) -> RowHtml {
+    let marks = daicho_core::view::marks_of(task, today);
+    let (class, marks) = mark_words(&marks, l, ja);
+    let id = task.id.to_string();
+    let long = |text: &str| if whole { text.to_owned() } else { cut(text, 160) };
+    let evidence_href = (task.evidence.starts_with("https://") || task.evidence.starts_with("http://"))
+        .then(|| task.evidence.clone());
+    RowHtml {
+        href: task_href(&id),
+        form: format!("edit-{id}"),
+        edit_action: format!("{}/edit", task_href(&id)),
+        class,
+        marks,
+        status_options: Status::ALL
+            .iter()
+            .filter(|s| **s != Status::Running || task.status == Status::Running)
+            .map(|s| StatusOption {
+                value: s.as_str(),
+                label: s.label(ja),
+                selected: *s == task.status,
+                disabled: *s == Status::Running,
+            })
+            .collect(),
+        run: task.run,
+        title: task.title.clone(),
+        body: long(&task.body),
+        source: task.source.clone(),
+        evidence: long(&task.evidence),
+        evidence_href,
+        due: task.due.map(|d| d.to_string()).unwrap_or_default(),
+        assignee: task.assignee.clone(),
+        work_type: task.work_type.clone(),
+        priority: task.priority,
+        not_before: task.not_before.map(when).unwrap_or_default(),
+        action: task.action.clone(),
+        result: long(&task.result),
+        run_at: task.run_at.map(when).unwrap_or_default(),
+        correction: task.correction.clone(),
+        deps: task.deps.iter().map(|d| (d.to_string(), task_href(&d.to_string()))).collect(),
+        tags: task.tags.iter().collect::<Vec<_>>().join(", "),
+        id,
+    }
+}
+
+#[derive(Template)]
+#[template(path = "ledger.html")]
+struct LedgerPage {
+    page: Chrome,
+    columns: Columns,
+    project: String,
+    total: u64,
+    rows: Vec<RowHtml>,
+    back: String,
+    next_href: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LedgerQuery {
+    after: Option<String>,
+}
+
+async fn ledger<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(project): Path<String>,
+    Query(query): Query<LedgerQuery>,
+) -> PageResult {
+    let ja = state.options.ja;
+    let page = chrome(&state, format!("{project} {}", for_locale(ja).ledger)).await?;
+    let after = match query.after.as_deref() {
+        Some(text) => Some(
+            TaskId::parse(text)
+                .ok_or_else(|| PageError(StatusCode::BAD_REQUEST, format!("'{text}' is not a task id")))?,
+        ),
+        None => None,
+    };
+    let filter = ListFilter {
+        project: Some(project.clone()),
+        after,
+        limit: Some(PAGE_ROWS + 1),
+        ..ListFilter::default()
+    };
+    let mut tasks = state.store().list(filter).await?;
+    let next_href = (tasks.len() > PAGE_ROWS).then(|| {
+        tasks.truncate(PAGE_ROWS);
+        format!(
+            "{}?after={}",
+            project_href(&project),
+            tasks.last().map(|t| t.id.to_string()).unwrap_or_default()
+        )
+    });
+    let total: u64 =
+        state.store().status_counts().await?.iter().filter(|c| c.project == project).map(|c| c.count).sum();
+    if total == 0 {
+        return Err(PageError(StatusCode::NOT_FOUND, format!("no project '{project}'")));
+    }
+    let today = jiff::Zoned::now().date();
+    let back = match &query.after {
+        Some(after) => format!("{}?after={}", project_href(&project), segment(after)),
+        None => project_href(&project),
+    };
+    html(&LedgerPage {
+        columns: Columns::new(ja),
+        rows: tasks.iter().map(|t| row_html(t, today, page.l, ja, false)).collect(),
+        project,
+        total,
+        back,
+        next_href,
+        page,
+    })
+}
+
+/// A queued external task.
+#[derive(Debug)]
+struct ApprovalHtml {
+    id: String,
+    href: String,
+    project: String,
+    title: String,
+    action: String,
+    evidence: String,
+    queued_at: String,
+    approve_action: String,
+    reject_action: String,
+}
+
+#[derive(Template)]
+#[template(path = "approvals.html")]
+struct ApprovalsPage {
+    page: Chrome,
+    columns: Columns,
+    rows: Vec<ApprovalHtml>,
+}
+
+async fn approvals<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) -> PageResult {
+    let ja = state.options.ja;
+    let page = chrome(&state, for_locale(ja).approvals.to_owned()).await?;
+    let mut rows = Vec::new();
+    for (id, at) in state.store().approvals().await? {
+        let Some(task) = state.store().get(id).await? else { continue };
+        let href = task_href(&id.to_string());
+        rows.push(ApprovalHtml {
+            id: id.to_string(),
+            approve_action: format!("{href}/approve"),
+            reject_action: format!("{href}/reject"),
+            href,
+            project: task.project,
+            title: task.title,
+            action: task.action,
+            evidence: cut(&task.evidence, 160),
+            queued_at: when(at),
+        });
+    }
+    html(&ApprovalsPage { page, columns: Columns::new(ja), rows })
+}
+
+/// A journal entry as the task page shows it.
+#[derive(Debug)]
+struct JournalHtml {
+    at: String,
+    actor: String,
+    kind: String,
+    change: String,
+}
+
+/// A run as the task page shows it.
+#[derive(Debug)]
+struct RunHtml {
+    attempt: u32,
+    worker: String,
+    action: String,
+    started: String,
+    outcome: String,
+    error: String,
+}
+
+#[derive(Template)]
+#[template(path = "task.html")]
+struct TaskPage {
+    page: Chrome,
+    columns: Columns,
+    r: RowHtml,
+    fields: Vec<(&'static str, String)>,
+    journal: Vec<JournalHtml>,
+    runs: Vec<RunHtml>,
+}
+
+fn change_text(entry: &daicho_store::JournalEntry) -> String {
+    let mut lines = Vec::new();
+    for (key, after) in &entry.after {
+        let show = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => cut(s, 300),
+            other => cut(&other.to_string(), 300),
+        };
+        match entry.before.get(key) {
+            Some(before) => lines.push(format!("{key}: {} → {}", show(before), show(after))),
+            None => lines.push(format!("{key}: {}", show(after))),
+        }
+    }
+    lines.join("\n")
+}
+
+async fn task_page<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<String>,
+) -> PageResult {
+    let ja = state.options.ja;
+    let id = TaskId::parse(&id)
+        .ok_or_else(|| PageError(StatusCode::BAD_REQUEST, format!("'{id}' is not a task id (T-0001)")))?;
+    let task = state.store().get(id).await?.ok_or(StoreError::NotFound(id))?;
+    let page = chrome(&state, format!("{id} {}", task.title)).await?;
+    let columns = Columns::new(ja);
+    let r = row_html(&task, jiff::Zoned::now().date(), page.l, ja, true);
+    let fields = vec![
+        (page.l.project, task.project.clone()),
+        (columns.status, task.status.label(ja).to_owned()),
+        (columns.body, r.body.clone()),
+        (columns.source, r.source.clone()),
+        (columns.evidence, r.evidence.clone()),
+        (columns.due, r.due.clone()),
+        (columns.assignee, r.assignee.clone()),
+        (columns.work_type, r.work_type.clone()),
+        (columns.priority, r.priority.to_string()),
+        (columns.not_before, r.not_before.clone()),
+        (columns.action, r.action.clone()),
+        (columns.result, r.result.clone()),
+        (columns.run_at, r.run_at.clone()),
+        (columns.deps, r.deps.iter().map(|d| d.0.clone()).collect::<Vec<_>>().join(", ")),
+        (columns.tags, r.tags.clone()),
+    ];
+    let journal = state
+        .store()
+        .journal(id)
+        .await?
+        .iter()
+        .rev()
+        .map(|e| JournalHtml {
+            at: when(e.at),
+            actor: e.actor.clone(),
+            kind: e.kind.clone(),
+            change: change_text(e),
+        })
+        .collect();
+    let runs = state
+        .store()
+        .runs(id)
+        .await?
+        .into_iter()
+        .rev()
+        .map(|run| RunHtml {
+            attempt: run.attempt,
+            worker: run.worker,
+            action: run.action,
+            started: when(run.started),
+            outcome: run.outcome,
+            error: run.error,
+        })
+        .collect();
+    html(&TaskPage { page, columns, r, fields, journal, runs })
+}
+
+/// Where to go after a form: the page it came from (a local path only), else the task.
+fn back_to(back: &str, fallback: String) -> Redirect {
+    if back.starts_with('/') && !back.starts_with("//") && !back.contains('\\') {
+        Redirect::to(back)
+    } else {
+        Redirect::to(&fallback)
+    }
+}
+
+/// Refuses a form without this process's CSRF token.
+fn check_csrf<S>(state: &AppState<S>, given: &str) -> Result<(), PageError> {
+    if csrf_ok(state, given) {
+        Ok(())
+    } else {
+        Err(PageError(
+            StatusCode::FORBIDDEN,
+            "refused: the form's CSRF token is missing or wrong; reload the page and try again".into(),
+        ))
+    }
+}
+
+fn form_task_id(text: &str) -> Result<TaskId, PageError> {
+    TaskId::parse(text)
+        .ok_or_else(|| PageError(StatusCode::BAD_REQUEST, format!("'{text}' is not a task id")))
+}
+
+/// The edit form of a row: status, correction, the ▶ run box (absent = unticked).
+#[derive(Debug, Deserialize)]
+struct EditForm {
+    #[serde(default)]
+    csrf: String,
+    status: Option<String>,
+    correction: Option<String>,
+    run: Option<String>,
+    #[serde(default)]
+    back: String,
+}
+
+async fn edit<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<String>,
+    Form(form): Form<EditForm>,
+) -> PageResult {
+    check_csrf(&state, &form.csrf)?;
+    let id = form_task_id(&id)?;
+    let correction = form.correction.map(|c| c.replace("\r\n", "\n"));
+    let edit = api::person_edit(form.status.as_deref(), correction, Some(form.run.is_some()))?;
+    // Only what differs is written: an unchanged form writes nothing.
+    let current = state.store().get(id).await?;
+    let current = current.ok_or(StoreError::NotFound(id))?;
+    let edit = TaskEdit {
+        status: edit.status.filter(|s| *s != current.status),
+        correction: edit.correction.filter(|c| *c != current.correction),
+        run: edit.run.filter(|r| *r != current.run),
+        ..TaskEdit::default()
+    };
+    if !edit.is_empty() {
+        state.store().edit(id, edit, web_actor(), jiff::Timestamp::now()).await?;
+    }
+    Ok(back_to(&form.back, task_href(&id.to_string())).into_response())
+}
+
+/// A form with only its CSRF token and where to go back to.
+#[derive(Debug, Deserialize)]
+struct PlainForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    back: String,
+    #[serde(default)]
+    reason: String,
+}
+
+async fn approve<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<String>,
+    Form(form): Form<PlainForm>,
+) -> PageResult {
+    check_csrf(&state, &form.csrf)?;
+    let id = form_task_id(&id)?;
+    state.store().approve(id, web_actor(), jiff::Timestamp::now()).await?;
+    Ok(back_to(&form.back, "/approvals".to_owned()).into_response())
+}
+
+async fn reject<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<String>,
+    Form(form): Form<PlainForm>,
+) -> PageResult {
+    check_csrf(&state, &form.csrf)?;
+    let id = form_task_id(&id)?;
+    let reason = form.reason.trim();
+    if reason.is_empty() {
+        return Err(PageError(StatusCode::BAD_REQUEST, "a rejection needs a reason".into()));
+    }
+    let edit = TaskEdit {
+        status: Some(Status::Dropped),
+        correction: Some(format!("rejected: {reason}")),
+        run: Some(false),
+        ..TaskEdit::default()
+    };
+    state.store().edit(id, edit, web_actor(), jiff::Timestamp::now()).await?;
+    Ok(back_to(&form.back, "/approvals".to_owned()).into_response())
+}
+
+async fn pause<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Form(form): Form<PlainForm>,
+) -> PageResult {
+    check_csrf(&state, &form.csrf)?;
+    let reason = match form.reason.trim() {
+        "" => "paused from the web UI".to_owned(),
+        r => r.to_owned(),
+    };
+    state.store().set_paused(Some(reason), web_actor(), jiff::Timestamp::now()).await?;
+    Ok(back_to(&form.back, "/".to_owned()).into_response())
+}
+
+async fn resume<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Form(form): Form<PlainForm>,
+) -> PageResult {
+    check_csrf(&state, &form.csrf)?;
+    state.store().set_paused(None, web_actor(), jiff::Timestamp::now()).await?;
+    Ok(back_to(&form.back, "/".to_owned()).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn i2_path_segments_are_encoded() {
+        assert_eq!(segment("PJ-01"), "PJ-01");
+        assert_eq!(segment("a b/c?"), "a%20b%2Fc%3F");
+        assert_eq!(segment("案件"), "%E6%A1%88%E4%BB%B6");
+    }
+
+    #[test]
+    fn i2_redirects_stay_on_this_site() {
+        let location =
+            |r: Redirect| r.into_response().headers()[header::LOCATION].to_str().expect("ascii").to_owned();
+        assert_eq!(location(back_to("/p/PJ-01", "/".into())), "/p/PJ-01");
+        assert_eq!(location(back_to("//evil.example/", "/".into())), "/");
+        assert_eq!(location(back_to("https://evil.example/", "/t/T-1".into())), "/t/T-1");
+    }
+}

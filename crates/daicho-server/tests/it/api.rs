@@ -1,0 +1,414 @@
+//! The HTTP JSON API (I3) and the server's access rules (I2).
+
+use daicho_core::Status;
+use daicho_server::{ServerError, ServerOptions};
+use daicho_store::Store;
+use serde_json::{Value, json};
+
+use crate::{TestServer, item};
+
+async fn post(server: &TestServer, path: &str, body: Value) -> (u16, Value) {
+    let response = server.client.post(server.url(path)).json(&body).send().await.expect("post");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("json body"))
+}
+
+async fn get(server: &TestServer, path: &str) -> (u16, Value) {
+    let response = server.client.get(server.url(path)).send().await.expect("get");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("json body"))
+}
+
+#[tokio::test]
+async fn i3_a_remote_worker_claims_heartbeats_and_completes_over_http() {
+    let server = TestServer::start(ServerOptions::default()).await;
+    let ids =
+        server.push(vec![item("first", "PJ-01", "work", "ai"), item("second", "PJ-01", "work", "ai")]).await;
+
+    let (status, claim) = post(&server, "/api/v1/claim", json!({ "worker": "box-7:12" })).await;
+    assert_eq!(status, 200, "{claim}");
+    assert_eq!(claim["outcome"], "claimed");
+    assert_eq!(claim["task"]["id"], ids[0].to_string());
+    assert_eq!(claim["task"]["status"], "running");
+    assert_eq!(claim["attempt"], 1);
+    assert_eq!(claim["action"], "work");
+    assert_eq!(claim["idempotency_key"], format!("{}:1", ids[0]));
+    let first_expiry: jiff::Timestamp =
+        claim["lease_expires_at"].as_str().expect("expiry").parse().expect("time");
+
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let path = format!("/api/v1/tasks/{}/heartbeat", ids[0]);
+    let (status, beat) = post(&server, &path, json!({ "worker": "box-7:12", "attempt": 1 })).await;
+    assert_eq!(status, 200, "{beat}");
+    let extended: jiff::Timestamp = beat["lease_expires_at"].as_str().expect("expiry").parse().expect("time");
+    assert!(extended > first_expiry, "{extended} > {first_expiry}");
+    // Another worker's heartbeat for this claim is refused.
+    let (status, _) = post(&server, &path, json!({ "worker": "intruder", "attempt": 1 })).await;
+    assert_eq!(status, 409);
+
+    let path = format!("/api/v1/tasks/{}/complete", ids[0]);
+    let body = json!({
+        "worker": "box-7:12", "attempt": 1, "result": "written remotely",
+        "tasks": [{ "title": "found while working" }], "tokens_in": 10, "tokens_out": 4
+    });
+    let (status, end) = post(&server, &path, body).await;
+    assert_eq!(status, 200, "{end}");
+    assert_eq!(end["task"]["status"], "review");
+    assert_eq!(end["task"]["result"], "written remotely");
+    assert_eq!(end["pushed"]["added"], 1);
+
+    // The ledger shows it; the journal names the worker; the found task is in the ledger.
+    let (status, shown) = get(&server, &format!("/api/v1/tasks/{}", ids[0])).await;
+    assert_eq!(status, 200);
+    assert_eq!(shown["task"]["status"], "review");
+    let actors: Vec<&str> =
+        shown["journal"].as_array().expect("journal").iter().filter_map(|e| e["actor"].as_str()).collect();
+    assert!(actors.contains(&"worker:box-7:12"), "{actors:?}");
+    assert_eq!(shown["runs"][0]["outcome"], "success");
+    assert_eq!(shown["runs"][0]["tokens_in"], 10);
+    let found = server.store.list(daicho_store::ListFilter::default()).await.expect("list");
+    let found = found.iter().find(|t| t.title == "found while working").expect("found task pushed");
+    assert_eq!((found.source.as_str(), found.project.as_str()), ("work", "PJ-01"));
+
+    // The next claim gets the next ready task.
+    let (_, next) = post(&server, "/api/v1/claim", json!({ "worker": "box-7:12" })).await;
+    assert_eq!(next["task"]["id"], ids[1].to_string(), "{next}");
+}
+
+#[tokio::test]
+async fn i3_s1_a_late_complete_with_an_old_attempt_is_refused() {
+    let server = TestServer::start(ServerOptions::default()).await;
+    let ids = server.push(vec![item("slow", "PJ-01", "work", "ai")]).await;
+    let (_, claim) = post(&server, "/api/v1/claim", json!({ "worker": "old" })).await;
+    assert_eq!(claim["attempt"], 1);
+    // The old worker goes silent; its lease expires and the lost run is counted (S4).
+    let later = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
+    let lost = server.store.expire_leases(later, Default::default()).await.expect("expire");
+    assert_eq!(lost.len(), 1);
+    let (_, again) = post(&server, "/api/v1/claim", json!({ "worker": "new" })).await;
+    assert_eq!(again["attempt"], 2, "{again}");
+
+    let path = format!("/api/v1/tasks/{}/complete", ids[0]);
+    let (status, refused) =
+        post(&server, &path, json!({ "worker": "old", "attempt": 1, "result": "stale" })).await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(refused["error"].as_str().expect("error").contains("attempt 1"), "{refused}");
+    let fail_path = format!("/api/v1/tasks/{}/fail", ids[0]);
+    let (status, _) = post(&server, &fail_path, json!({ "worker": "old", "attempt": 1, "error": "x" })).await;
+    assert_eq!(status, 409);
+    let row = server.store.get(ids[0]).await.expect("get").expect("row");
+    assert_eq!((row.status, row.attempt, row.result.as_str()), (Status::Running, 2, ""));
+
+    let (status, end) =
+        post(&server, &fail_path, json!({ "worker": "new", "attempt": 2, "error": "broke" })).await;
+    assert_eq!(status, 200, "{end}");
+    // S3: the failure is counted (the lost run was the first), the row goes back, no retry.
+    assert_eq!(end["task"]["status"], "pending");
+    assert_eq!(end["task"]["failures"], 2);
+}
+
+#[tokio::test]
+async fn s2_s5_s8_a_remote_claim_passes_over_heavy_and_external_tasks_and_says_paused() {
+    let server = TestServer::start(ServerOptions::default()).await;
+    let ids = server
+        .push(vec![
+            item("render the film", "PJ-01", "render", "ai"),
+            item("mail the customer", "PJ-01", "publish", "ai"),
+            item("by hand", "PJ-01", "", ""),
+        ])
+        .await;
+    let (status, nothing) = post(&server, "/api/v1/claim", json!({ "worker": "w" })).await;
+    assert_eq!(status, 200);
+    assert_eq!(nothing, json!({ "outcome": "nothing", "held": 3 }));
+    // The external task waits in the approval queue; a worker cannot approve it.
+    let queue = server.store.approvals().await.expect("approvals");
+    assert_eq!(queue.iter().map(|q| q.0).collect::<Vec<_>>(), [ids[1]]);
+    let (status, _) = post(&server, "/api/v1/claim", json!({ "worker": "w", "action": "publish" })).await;
+    assert_eq!(status, 200);
+    assert_eq!(server.store.get(ids[1]).await.expect("get").expect("row").status, Status::Pending);
+
+    // A person approves it; then a worker may run it.
+    let (status, approved) =
+        post(&server, &format!("/api/v1/tasks/{}/approve", ids[1]), json!({ "by": "hanako" })).await;
+    assert_eq!(status, 200, "{approved}");
+    assert_eq!(approved["run"], true);
+
+    server
+        .store
+        .set_paused(Some("maintenance".into()), daicho_core::Actor::System, jiff::Timestamp::now())
+        .await
+        .expect("pause");
+    let (_, paused) = post(&server, "/api/v1/claim", json!({ "worker": "w" })).await;
+    assert_eq!(paused, json!({ "outcome": "paused", "reason": "maintenance" }));
+    server.store.set_paused(None, daicho_core::Actor::System, jiff::Timestamp::now()).await.expect("resume");
+    let (_, claimed) = post(&server, "/api/v1/claim", json!({ "worker": "w" })).await;
+    assert_eq!(claimed["task"]["id"], ids[1].to_string(), "{claimed}");
+}
+
+#[tokio::test]
+async fn i3_patch_changes_only_status_correction_and_run() {
+    let server = TestServer::start(ServerOptions::default()).await;
+    let ids = server.push(vec![item("draft", "PJ-01", "work", "ai")]).await;
+    let path = server.url(&format!("/api/v1/tasks/{}", ids[0]));
+    let patch = |body: Value| server.client.patch(&path).json(&body).send();
+
+    let refused = patch(json!({ "title": "renamed" })).await.expect("patch");
+    assert_eq!(refused.status().as_u16(), 422);
+    let message: Value = refused.json().await.expect("json");
+    assert!(message["error"].as_str().expect("error").contains("unknown field `title`"), "{message}");
+    let refused = patch(json!({ "status": "running" })).await.expect("patch");
+    assert_eq!(refused.status().as_u16(), 400);
+    let refused = patch(json!({ "status": "sideways" })).await.expect("patch");
+    assert_eq!(refused.status().as_u16(), 400);
+
+    let ok =
+        patch(json!({ "correction": "cite the source", "run": true, "status": "要人手", "by": "hanako" }))
+            .await
+            .expect("patch");
+    assert_eq!(ok.status().as_u16(), 200);
+    let row: Value = ok.json().await.expect("json");
+    assert_eq!(
+        (row["correction"].as_str(), row["run"].as_bool(), row["status"].as_str()),
+        (Some("cite the source"), Some(true), Some("needs_human"))
+    );
+    let journal = server.store.journal(ids[0]).await.expect("journal");
+    let last = journal.last().expect("entry");
+    assert_eq!(last.actor, "human:hanako");
+    assert_eq!(last.after["correction"], "cite the source");
+
+    let missing = server
+        .client
+        .patch(server.url("/api/v1/tasks/T-9999"))
+        .json(&json!({ "run": true }))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(missing.status().as_u16(), 404);
+    let bad = server
+        .client
+        .patch(server.url("/api/v1/tasks/nope"))
+        .json(&json!({ "run": true }))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(bad.status().as_u16(), 400);
+}
+
+#[tokio::test]
+async fn x2_i3_push_list_ready_view_and_metrics() {
+    let server = TestServer::start(ServerOptions::default()).await;
+    let body = r#"[{"id": "a", "title": "first", "tags": "ai", "action": "work"}, {"title": "second", "deps": "a"}]"#;
+    let response = server
+        .client
+        .post(server.url("/api/v1/push?source=scanner&project=PJ-02"))
+        .body(body)
+        .send()
+        .await
+        .expect("push");
+    let status = response.status().as_u16();
+    let pushed: Value = response.json().await.expect("json");
+    assert_eq!(status, 200, "{pushed}");
+    assert_eq!(pushed, json!({ "added": 2, "updated": 0, "skipped": 0 }));
+    // The same push again adds nothing (M8).
+    let again: Value = server
+        .client
+        .post(server.url("/api/v1/push?source=scanner&project=PJ-02"))
+        .body(body)
+        .send()
+        .await
+        .expect("push")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(again["added"], 0);
+    // Bad input names the line and the reason; nothing is stored.
+    let bad = server
+        .client
+        .post(server.url("/api/v1/push?source=scanner"))
+        .body("[{\"title\": \"x\"},\n{\"title\": 5}]")
+        .send()
+        .await
+        .expect("push");
+    assert_eq!(bad.status().as_u16(), 400);
+    let message: Value = bad.json().await.expect("json");
+    assert!(message["error"].as_str().expect("error").contains("<request body>:2"), "{message}");
+
+    let (_, page) = get(&server, "/api/v1/tasks?project=PJ-02&limit=1").await;
+    assert_eq!(page["tasks"].as_array().expect("tasks").len(), 1);
+    let next = page["next_after"].as_str().expect("next page");
+    let (_, page2) = get(&server, &format!("/api/v1/tasks?project=PJ-02&limit=1&after={next}")).await;
+    assert_eq!(page2["tasks"][0]["title"], "second");
+    assert!(page2.get("next_after").is_none(), "{page2}");
+    let (status, _) = get(&server, "/api/v1/tasks?status=nonsense").await;
+    assert_eq!(status, 400);
+
+    let (_, ready) = get(&server, "/api/v1/ready").await;
+    assert_eq!(ready["total"], 1);
+    assert_eq!(ready["why"][0]["runs"], true);
+    assert_eq!(ready["why"][0]["reason"], "runs with work");
+
+    let (_, view) = get(&server, "/api/v1/view").await;
+    assert_eq!(view["rows"].as_array().expect("rows").len(), 2);
+
+    let metrics = server.client.get(server.url("/metrics")).send().await.expect("metrics");
+    assert!(
+        metrics.headers()["content-type"].to_str().expect("type").starts_with("text/plain; version=0.0.4")
+    );
+    let text = metrics.text().await.expect("text");
+    assert!(text.contains("daicho_tasks{project=\"PJ-02\",status=\"pending\"} 2"), "{text}");
+    assert!(text.contains("daicho_paused 0"), "{text}");
+    assert!(text.contains("# TYPE daicho_runs_total counter"), "{text}");
+    assert!(text.contains("daicho_http_responses_total{class=\"4xx\"}"), "{text}");
+}
+
+#[tokio::test]
+async fn i2_a_non_loopback_bind_without_a_token_refuses_to_start() {
+    let store_dir = tempfile::tempdir().expect("dir");
+    let store = std::sync::Arc::new(
+        daicho_sqlite::SqliteStore::open(store_dir.path().join("l.db"), Default::default())
+            .await
+            .expect("open"),
+    );
+    let config = daicho_engine::Config::parse(crate::CONFIG, "test.toml").expect("config");
+    let engine = std::sync::Arc::new(daicho_engine::Engine::new(store, config, None));
+    let options = ServerOptions { bind: "0.0.0.0:0".parse().expect("addr"), ..ServerOptions::default() };
+    let refused =
+        daicho_server::bind(std::sync::Arc::clone(&engine), options.clone(), Default::default()).await;
+    assert!(matches!(refused, Err(ServerError::NeedsToken(_))), "{refused:?}");
+    let weak = ServerOptions { token: Some("short".into()), ..options.clone() };
+    assert!(matches!(
+        daicho_server::bind(std::sync::Arc::clone(&engine), weak, Default::default()).await,
+        Err(ServerError::WeakToken)
+    ));
+    let strong = ServerOptions { token: Some("a-long-enough-access-token".into()), ..options };
+    assert!(daicho_server::bind(engine, strong, Default::default()).await.is_ok());
+}
+
+#[tokio::test]
+async fn i2_with_a_token_every_request_must_carry_it() {
+    let token = "0123456789abcdef-token";
+    let server =
+        TestServer::start(ServerOptions { token: Some(token.into()), ..ServerOptions::default() }).await;
+    let denied = server.client.get(server.url("/api/v1/tasks")).send().await.expect("get");
+    assert_eq!(denied.status().as_u16(), 401);
+    let denied = server.client.get(server.url("/")).send().await.expect("get");
+    assert_eq!(denied.status().as_u16(), 401);
+    let wrong = server
+        .client
+        .get(server.url("/api/v1/tasks"))
+        .bearer_auth("0123456789abcdef-tokeX")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(wrong.status().as_u16(), 401);
+    let ok = server.client.get(server.url("/api/v1/tasks")).bearer_auth(token).send().await.expect("get");
+    assert_eq!(ok.status().as_u16(), 200);
+    // A browser logs in once; the cookie carries the token after.
+    let login = server.client.get(server.url(&format!("/login?token={token}"))).send().await.expect("login");
+    assert_eq!(login.status().as_u16(), 303);
+    let cookie = login.headers()["set-cookie"].to_str().expect("cookie").to_owned();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let pair = cookie.split(';').next().expect("pair").to_owned();
+    let page = server.client.get(server.url("/")).header("cookie", pair).send().await.expect("get");
+    assert_eq!(page.status().as_u16(), 200);
+    let bad_login = server.client.get(server.url("/login?token=nope")).send().await.expect("login");
+    assert_eq!(bad_login.status().as_u16(), 401);
+}
+
+#[tokio::test]
+async fn i2_requests_for_another_host_are_refused_without_a_token() {
+    let server = TestServer::start(ServerOptions::default()).await;
+    let rebound = server
+        .client
+        .get(server.url("/api/v1/tasks"))
+        .header("host", "evil.example:7878")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(rebound.status().as_u16(), 403);
+    let local = server
+        .client
+        .get(server.url("/api/v1/tasks"))
+        .header("host", "localhost:7878")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(local.status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn i2_forms_need_the_csrf_token_and_bodies_are_capped() {
+    let server = TestServer::start(ServerOptions { body_limit: 64 * 1024, ..ServerOptions::default() }).await;
+    let ids = server.push(vec![item("draft", "PJ-01", "work", "ai")]).await;
+    let edit = server.url(&format!("/t/{}/edit", ids[0]));
+    let refused = server
+        .client
+        .post(&edit)
+        .form(&[("status", "done"), ("correction", "x")])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(refused.status().as_u16(), 403);
+    let refused =
+        server.client.post(&edit).form(&[("csrf", "guess"), ("status", "done")]).send().await.expect("post");
+    assert_eq!(refused.status().as_u16(), 403);
+    assert_eq!(server.store.get(ids[0]).await.expect("get").expect("row").status, Status::Pending);
+    for path in ["/pause", "/resume", &format!("/t/{}/approve", ids[0]), &format!("/t/{}/reject", ids[0])] {
+        let refused =
+            server.client.post(server.url(path)).form(&[("reason", "r")]).send().await.expect("post");
+        assert_eq!(refused.status().as_u16(), 403, "{path}");
+    }
+    assert_eq!(server.store.paused().await.expect("paused"), None);
+
+    // With the token from the page, the same form is taken.
+    let page =
+        server.client.get(server.url("/p/PJ-01")).send().await.expect("get").text().await.expect("text");
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("csrf in the page");
+    let ok = server
+        .client
+        .post(&edit)
+        .form(&[("csrf", csrf), ("status", "done"), ("back", "/p/PJ-01")])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(ok.status().as_u16(), 303);
+    assert_eq!(ok.headers()["location"], "/p/PJ-01");
+    assert_eq!(server.store.get(ids[0]).await.expect("get").expect("row").status, Status::Done);
+
+    let big = "x".repeat(100 * 1024);
+    let too_big = server.client.post(server.url("/api/v1/push")).body(big).send().await.expect("post");
+    assert_eq!(too_big.status().as_u16(), 413);
+}
+
+#[tokio::test]
+async fn i2_every_text_is_escaped_and_labels_follow_the_locale() {
+    let server = TestServer::start(ServerOptions { ja: true, ..ServerOptions::default() }).await;
+    let mut hostile = item("<script>alert(1)</script>", "PJ-<b>", "work", "ai");
+    hostile.evidence = "javascript:alert(2)".into();
+    hostile.body = "\"><img src=x onerror=alert(3)>".into();
+    let ids = server.push(vec![hostile]).await;
+    for path in ["/".to_owned(), "/p/PJ-%3Cb%3E".to_owned(), format!("/t/{}", ids[0])] {
+        let response = server.client.get(server.url(&path)).send().await.expect("get");
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+        let page = response.text().await.expect("text");
+        assert!(!page.contains("<script>alert(1)"), "{path}");
+        assert!(!page.contains("<img src=x"), "{path}");
+        assert!(!page.contains("<b>"), "{path}");
+        assert!(!page.contains("href=\"javascript:"), "{path}");
+        assert!(
+            page.contains("&#60;script&#62;alert(1)&#60;/script&#62;"),
+            "the title shows as text on {path}"
+        );
+        assert!(page.contains("未完了の作業") && page.contains("承認待ち"), "Japanese labels on {path}");
+    }
+    let ledger =
+        server.client.get(server.url("/p/PJ-%3Cb%3E")).send().await.expect("get").text().await.expect("text");
+    assert!(
+        ledger.contains("タスクID") && ledger.contains("修正指示") && ledger.contains("未着手"),
+        "Japanese headers and status names"
+    );
+}

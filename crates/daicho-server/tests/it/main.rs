@@ -1,0 +1,113 @@
+//! Tests of the web UI and the HTTP API against a real SQLite ledger and a real server on an
+//! ephemeral loopback port; the browser tests drive a real headless Chromium.
+
+mod api;
+mod browser;
+mod concurrency;
+
+use std::sync::Arc;
+
+use daicho_core::{Actor, Item};
+use daicho_engine::{Config, Engine};
+use daicho_server::{Metrics, ServerOptions};
+use daicho_sqlite::{SqliteOptions, SqliteStore};
+use daicho_store::{Batch, Store, UnknownDeps};
+
+/// Actions of the test ledger: `work` runs automatically (an `ai` task) and ends in `review`;
+/// `publish` is external (needs a person's approval); `render` is heavy.
+pub const CONFIG: &str = r#"
+[policy]
+lease = "30s"
+
+[[action]]
+name = "work"
+kind = "command"
+command = ["true"]
+auto = true
+
+[[action]]
+name = "finish"
+kind = "command"
+command = ["true"]
+auto = true
+on_success = "done"
+
+[[action]]
+name = "publish"
+kind = "command"
+command = ["true"]
+external = true
+
+[[action]]
+name = "render"
+kind = "command"
+command = ["true"]
+auto = true
+heavy = true
+"#;
+
+/// A server on a fresh ledger, stopped when dropped.
+#[derive(Debug)]
+pub struct TestServer {
+    pub base: String,
+    pub store: Arc<SqliteStore>,
+    pub client: reqwest::Client,
+    _dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl TestServer {
+    /// Starts a server with `options` (its address replaced by an ephemeral loopback port).
+    pub async fn start(options: ServerOptions) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Arc::new(
+            SqliteStore::open(dir.path().join("ledger.db"), SqliteOptions::default()).await.expect("open"),
+        );
+        let config = Config::parse(CONFIG, "test.toml").expect("config");
+        let engine = Arc::new(Engine::new(Arc::clone(&store), config, None));
+        let options = ServerOptions { bind: "127.0.0.1:0".parse().expect("addr"), ..options };
+        let bound = daicho_server::bind(engine, options, Arc::new(Metrics::default())).await.expect("bind");
+        let base = format!("http://{}", bound.local_addr().expect("addr"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(bound.serve(async move {
+            let _ = stopped.await;
+        }));
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client =
+            reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+        TestServer { base, store, client, _dir: dir, stop: Some(stop) }
+    }
+
+    /// Upserts items as a producer would.
+    pub async fn push(&self, items: Vec<Item>) -> Vec<daicho_core::TaskId> {
+        let batch = Batch {
+            items,
+            actor: Actor::Push("test".into()),
+            now: jiff::Timestamp::now(),
+            file: "test".into(),
+            unknown_deps: UnknownDeps::Refuse,
+        };
+        self.store.upsert(batch).await.expect("upsert").added
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+/// An item with an action and tags.
+pub fn item(title: &str, project: &str, action: &str, tags: &str) -> Item {
+    let mut item = Item::new(title, "test");
+    item.project = project.into();
+    item.action = action.into();
+    item.tags = daicho_core::Tags::parse_list(tags);
+    item
+}
