@@ -20,8 +20,14 @@
 //!   rows, whole-process (goal < 10 s, peak memory < 500 MB, read with `/usr/bin/time`), then the
 //!   same sync again (nothing to add or patch).
 //!
+//! - `load`: 50 concurrent HTTP clients for 30 s against `daicho serve` on loopback (reads and
+//!   patches mixed): requests per second, p50/p99 latency, errors (= 0) and lost updates (= 0:
+//!   every acknowledged patch is in the journal).
+//!
 //! The `daicho` binary is looked for beside this one (`target/release/daicho`) unless
 //! `DAICHO_BIN` names it.
+
+mod load;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -37,15 +43,17 @@ fn main() {
         "claims" => bench_claims(),
         "postgres" => bench_postgres(),
         "sync" => bench_sync(),
+        "load" => load::bench_load(),
         "all" => {
             bench_merge();
             bench_ledger();
             bench_claims();
             bench_postgres();
             bench_sync();
+            load::bench_load();
         }
         other => {
-            eprintln!("usage: daicho-bench [merge|ledger|claims|postgres|sync|all] (got '{other}')");
+            eprintln!("usage: daicho-bench [merge|ledger|claims|postgres|sync|load|all] (got '{other}')");
             std::process::exit(2);
         }
     }

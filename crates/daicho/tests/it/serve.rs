@@ -41,8 +41,12 @@ fn i2_i3_serve_answers_on_loopback_and_stops_on_sigterm() {
     assert!(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("\"title\":\"Write the report\""), "{answer}");
     let page = http_get(port, "/").expect("page");
-    assert!(page.contains("Write the report") && page.contains("<form method=\"post\" action=\"/pause\">"), "{page}");
-    let status = std::process::Command::new("kill").args(["-TERM", &serve.id().to_string()]).status().unwrap();
+    assert!(
+        page.contains("Write the report") && page.contains("<form method=\"post\" action=\"/pause\">"),
+        "{page}"
+    );
+    let status =
+        std::process::Command::new("kill").args(["-TERM", &serve.id().to_string()]).status().unwrap();
     assert!(status.success());
     let exit = serve.wait().unwrap();
     assert!(exit.success(), "{exit:?}");
