@@ -7,6 +7,7 @@
 //!   approve, and `claim` / `heartbeat` / `complete` / `fail` for remote workers, every write
 //!   after a claim fenced by its attempt.
 //! - `/metrics` ([`metrics`]) in the Prometheus text format.
+//! - `/mcp` ([`mcp`]): the MCP tools over Streamable HTTP.
 //!
 //! Security ([`security`]): every text is escaped by the templates; every form carries a CSRF
 //! token; a non-loopback address is refused without an access token, which every request must
@@ -15,6 +16,7 @@
 
 pub mod api;
 mod labels;
+pub mod mcp;
 pub mod metrics;
 mod security;
 mod ui;
@@ -152,6 +154,7 @@ fn router<S: Store + 'static>(state: Arc<AppState<S>>) -> Router {
         .merge(api::routes::<S>())
         .route("/metrics", axum::routing::get(metrics::handler::<S>))
         .route("/login", axum::routing::get(security::login::<S>))
+        .nest_service("/mcp", mcp::http_service(Arc::clone(&state.engine)))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), security::guard::<S>))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)

@@ -62,8 +62,10 @@ pub enum Command {
     Sync(cmd::sync::Args),
     /// Save a goal's plan (tasks with deps) in one transaction.
     Plan(cmd::plan::Args),
-    /// Run the scheduled roles of daicho.toml at their cron times.
+    /// Serve the web UI and HTTP API, and run the scheduled roles of daicho.toml at their cron times.
     Serve(cmd::serve::Args),
+    /// Serve the MCP tools to a coding agent on stdin/stdout (or over HTTP with --http).
+    Mcp(cmd::mcp::Args),
     /// The open work of every project in one view (terminal, Markdown, HTML, JSON).
     View(cmd::view::Args),
     /// Find stuck states and print the command that fixes each.

@@ -412,3 +412,30 @@ async fn i2_every_text_is_escaped_and_labels_follow_the_locale() {
         "Japanese headers and status names"
     );
 }
+
+/// I4: the MCP tools over Streamable HTTP at /mcp, behind the same access rules.
+#[tokio::test]
+async fn i4_mcp_over_http_answers_behind_the_access_guard() {
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } }
+    });
+    let token = "0123456789abcdef-token";
+    let server =
+        TestServer::start(ServerOptions { token: Some(token.into()), ..ServerOptions::default() }).await;
+    let post = |auth: bool| {
+        let request = server
+            .client
+            .post(server.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if auth { request.bearer_auth(token) } else { request }
+    };
+    let denied = post(false).send().await.expect("post");
+    assert_eq!(denied.status().as_u16(), 401);
+    let answer = post(true).send().await.expect("post");
+    assert_eq!(answer.status().as_u16(), 200);
+    let body = answer.text().await.expect("body");
+    assert!(body.contains("\"serverInfo\"") && body.contains("\"tools\""), "{body}");
+    assert!(body.contains("claim_next"), "the instructions name the loop: {body}");
+}

@@ -8,6 +8,7 @@ pub mod import;
 pub mod init;
 pub mod list;
 pub mod log;
+pub mod mcp;
 pub mod pause;
 pub mod plan;
 pub mod purge;
@@ -103,6 +104,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sync(args) => sync::run(args, &ctx).await,
         Command::Plan(args) => plan::run(args, &ctx).await,
         Command::Serve(args) => serve::run(args, &ctx).await,
+        Command::Mcp(args) => mcp::run(args, &ctx).await,
         Command::View(args) => view::run(args, &ctx).await,
         Command::Doctor(args) => doctor::run(args, &ctx).await,
         Command::PurgeSource(args) => purge::purge(args, &ctx).await,

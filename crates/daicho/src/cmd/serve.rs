@@ -58,22 +58,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     // before any role runs.
     let mut server = None;
     if web {
-        let options = daicho_server::ServerOptions {
-            bind: args.bind,
-            token: args.token.clone().filter(|t| !t.is_empty()),
-            ja: ctx.ja,
-            ..daicho_server::ServerOptions::default()
-        };
-        let bound =
-            daicho_server::bind(std::sync::Arc::clone(&engine), options, std::sync::Arc::clone(&metrics))
-                .await?;
-        let addr = bound.local_addr()?;
-        eprintln!("daicho: web UI and API on http://{addr}/");
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let handle = tokio::spawn(bound.serve(async move {
-            let _ = stop_rx.await;
-        }));
-        server = Some((stop_tx, handle));
+        server = Some(start_web(&engine, args.bind, args.token.clone(), ctx.ja, &metrics).await?);
     }
     let outcome = schedule_loop(&args, ctx, &engine, &store, &config, &metrics, &owner).await;
     if let Some((stop, handle)) = server {
@@ -81,6 +66,35 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         handle.await??;
     }
     outcome
+}
+
+/// A running web server: send on the channel to stop it, then await the handle.
+pub type WebServer = (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>);
+
+/// Binds the web UI, API and `/mcp` to `bind` (refusing a non-loopback address without a token)
+/// and serves them in the background.
+pub async fn start_web(
+    engine: &std::sync::Arc<daicho_engine::Engine<crate::ledger::AnyStore>>,
+    bind: std::net::SocketAddr,
+    token: Option<String>,
+    ja: bool,
+    metrics: &std::sync::Arc<daicho_server::Metrics>,
+) -> anyhow::Result<WebServer> {
+    let options = daicho_server::ServerOptions {
+        bind,
+        token: token.filter(|t| !t.is_empty()),
+        ja,
+        ..daicho_server::ServerOptions::default()
+    };
+    let bound =
+        daicho_server::bind(std::sync::Arc::clone(engine), options, std::sync::Arc::clone(metrics)).await?;
+    let addr = bound.local_addr()?;
+    eprintln!("daicho: web UI and API on http://{addr}/ (MCP at http://{addr}/mcp)");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(bound.serve(async move {
+        let _ = stop_rx.await;
+    }));
+    Ok((stop_tx, handle))
 }
 
 /// Runs the schedule (and, with `--now`, a first round) until stopped.

@@ -5,6 +5,7 @@ mod doctor;
 mod engine;
 mod errors;
 mod formats;
+mod mcp;
 mod plan;
 mod serve;
 mod sync;
