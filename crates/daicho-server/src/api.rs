@@ -308,10 +308,26 @@ async fn push<S: Store + 'static>(
     body: String,
 ) -> ApiResult<PushJson> {
     let source = query.source.unwrap_or_else(|| "api".to_owned());
-    let defaults = ItemDefaults { source: source.clone(), project: query.project.unwrap_or_default() };
-    let file = "<request body>";
-    let items = daicho_core::format::json::parse(&body, file, &defaults)
-        .map_err(|e| ApiError::from(StoreError::InvalidInput(e)))?;
+    let report =
+        push_items(state.store(), &body, "<request body>", source, query.project.unwrap_or_default()).await?;
+    Ok(Json(PushJson::from(&report)))
+}
+
+/// X2 for the API and the MCP tools: parses `text` as `daicho push` reads JSON (naming `file` in
+/// errors) and upserts the items as pushed by `source`, refusing unknown deps.
+///
+/// # Errors
+///
+/// [`StoreError::InvalidInput`] naming the line, or the upsert's error; nothing is stored then.
+pub(crate) async fn push_items<S: Store>(
+    store: &S,
+    text: &str,
+    file: &str,
+    source: String,
+    project: String,
+) -> Result<daicho_store::UpsertReport, StoreError> {
+    let defaults = ItemDefaults { source: source.clone(), project };
+    let items = daicho_core::format::json::parse(text, file, &defaults)?;
     let batch = Batch {
         items,
         actor: Actor::Push(source),
@@ -319,8 +335,7 @@ async fn push<S: Store + 'static>(
         file: file.to_owned(),
         unknown_deps: UnknownDeps::Refuse,
     };
-    let report = state.store().upsert(batch).await?;
-    Ok(Json(PushJson::from(&report)))
+    store.upsert(batch).await
 }
 
 /// Body of `POST /api/v1/claim`.

@@ -9,11 +9,10 @@
 
 use std::sync::Arc;
 
-use daicho_core::format::ItemDefaults;
-use daicho_core::{Actor, Status, Task, TaskId};
+use daicho_core::{Status, Task, TaskId};
 use daicho_engine::Engine;
 use daicho_engine::remote::{ClaimFilter, NextClaim};
-use daicho_store::{Batch, ListFilter, Store, StoreError, UnknownDeps};
+use daicho_store::{ListFilter, Store, StoreError};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
@@ -407,21 +406,15 @@ impl<S: Store + 'static> DaichoMcp<S> {
     )]
     async fn push(&self, Parameters(p): Parameters<PushParams>, peer: Peer<RoleServer>) -> CallToolResult {
         let source = p.source.unwrap_or_else(|| self.worker(&peer));
-        let defaults = ItemDefaults { source: source.clone(), project: p.project.unwrap_or_default() };
-        let file = "<push tool>";
-        let items =
-            match daicho_core::format::json::parse(&Value::Array(p.tasks).to_string(), file, &defaults) {
-                Ok(items) => items,
-                Err(e) => return refusal(e.to_string()),
-            };
-        let batch = Batch {
-            items,
-            actor: Actor::Push(source),
-            now: jiff::Timestamp::now(),
-            file: file.to_owned(),
-            unknown_deps: UnknownDeps::Refuse,
-        };
-        match self.engine.store().upsert(batch).await {
+        let text = Value::Array(p.tasks).to_string();
+        let pushed = crate::api::push_items(
+            self.engine.store(),
+            &text,
+            "<push tool>",
+            source,
+            p.project.unwrap_or_default(),
+        );
+        match pushed.await {
             Ok(r) => answer(
                 json!({ "added": r.added.len(), "updated": r.updated.len(), "skipped": r.skipped.len(),
                 "ids": r.added.iter().map(ToString::to_string).collect::<Vec<_>>() }),

@@ -678,18 +678,8 @@ async fn edit<S: Store + 'static>(
     let id = form_task_id(&id)?;
     let correction = form.correction.map(|c| c.replace("\r\n", "\n"));
     let edit = api::person_edit(form.status.as_deref(), correction, Some(form.run.is_some()))?;
-    // Only what differs is written: an unchanged form writes nothing.
-    let current = state.store().get(id).await?;
-    let current = current.ok_or(StoreError::NotFound(id))?;
-    let edit = TaskEdit {
-        status: edit.status.filter(|s| *s != current.status),
-        correction: edit.correction.filter(|c| *c != current.correction),
-        run: edit.run.filter(|r| *r != current.run),
-        ..TaskEdit::default()
-    };
-    if !edit.is_empty() {
-        state.store().edit(id, edit, web_actor(), jiff::Timestamp::now()).await?;
-    }
+    // The store writes only what differs: an unchanged form writes no journal entry.
+    state.store().edit(id, edit, web_actor(), jiff::Timestamp::now()).await?;
     Ok(back_to(&form.back, task_href(&id.to_string())).into_response())
 }
 

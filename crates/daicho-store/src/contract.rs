@@ -380,7 +380,19 @@ pub async fn edit_reads_back_and_refuses_cycles<B: Backend>(backend: &B) {
         (stored.status, stored.correction.as_str(), stored.run),
         (Status::Review, "make it shorter", true)
     );
-    assert_eq!(store.get(id("T-0001")).await.expect("get"), Some(stored));
+    assert_eq!(store.get(id("T-0001")).await.expect("get"), Some(stored.clone()));
+    // The same values again change nothing and write no journal entry (a web form saved as is).
+    let entries = store.journal(id("T-0001")).await.expect("journal").len();
+    let same = TaskEdit {
+        status: Some(Status::Review),
+        correction: Some("make it shorter".into()),
+        run: Some(true),
+        ..TaskEdit::default()
+    };
+    let later = t0() + jiff::SignedDuration::from_secs(60);
+    let unchanged = store.edit(id("T-0001"), same, Actor::Human("p".into()), later).await.expect("edit");
+    assert_eq!(unchanged, stored);
+    assert_eq!(store.journal(id("T-0001")).await.expect("journal").len(), entries);
 
     let cycle = TaskEdit { deps: Some(vec![id("T-0002")]), ..TaskEdit::default() };
     let err = store.edit(id("T-0001"), cycle, Actor::Human("p".into()), t0()).await.expect_err("cycle");
