@@ -89,11 +89,12 @@ fn parse_line(line: &str, number: usize) -> Result<Option<Item>, String> {
             tags.insert(TAG_EXTERNAL);
         }
     }
-    let title = segments.first().map(|s| s.trim()).unwrap_or_default();
-    if title.is_empty() {
+    // Blank after unescaping too: `- [ ] \n` is a line break, not a title.
+    let title = unescape(segments.first().map(|s| s.trim()).unwrap_or_default());
+    if title.trim().is_empty() {
         return Err("empty title: a task line needs text after the checkbox".to_owned());
     }
-    item.title = unescape(title);
+    item.title = title;
     item.status = done.then_some(Status::Done);
     for segment in segments.iter().skip(1) {
         let segment = segment.trim();
@@ -410,6 +411,8 @@ mod tests {
             ("- [ ] [T-x] bad id\n", 1, "malformed id"),
             ("- [ ] [T-1000000000000000] too long\n", 1, "malformed id"),
             ("- [ ] \n", 1, "empty title"),
+            // Found by fuzzing (fuzz/regressions/markdown): an escaped line break alone.
+            ("- [ ] \\n\n", 1, "empty title"),
             ("- [ ] a\n- [ ] b | 期限:tomorrow\n", 2, "not a date"),
             ("- [ ] a | colour:red\n", 1, "unknown field 'colour'"),
             ("- [ ] a | 状態:finished\n", 1, "not a status"),

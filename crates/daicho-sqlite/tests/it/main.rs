@@ -65,3 +65,4 @@ mod sqlite_specifics {
         assert_eq!(ready.tasks.len(), 1, "T-0002 still waits for T-0001 after a reopen");
     }
 }
+mod model;

@@ -1,0 +1,7 @@
+#![no_main]
+//! Fuzz target `merge_plan`: see `fuzz/checks.rs`.
+
+#[path = "../checks.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::check_merge_plan(data));
