@@ -91,32 +91,72 @@ pub fn is_open_work(status: Status) -> bool {
 
 /// Builds the view from any rows (closed ones are left out).
 pub fn cross_view(tasks: &[Task], options: &ViewOptions) -> CrossView {
-    let mut view = CrossView::default();
-    let mut dashboards: BTreeMap<(String, String), usize> = BTreeMap::new();
-    let mut by_project: BTreeMap<&str, Vec<&Task>> = BTreeMap::new();
-    for task in tasks.iter().filter(|t| is_open_work(t.status)) {
-        if options.dashboard_sources.contains(&task.source) {
-            *dashboards.entry((task.project.clone(), task.source.clone())).or_insert(0) += 1;
-        } else {
-            by_project.entry(task.project.as_str()).or_default().push(task);
+    let mut builder = ViewBuilder::new(options.clone());
+    for task in tasks {
+        builder.add(task);
+    }
+    builder.finish()
+}
+
+/// Builds the view from rows given one at a time, keeping at most twice the cap per project in
+/// memory: a ledger of any size is read in pages and never held whole.
+#[derive(Clone, Debug)]
+pub struct ViewBuilder {
+    options: ViewOptions,
+    /// Per project: open rows seen, and the best ones so far (at most `2 × per_project`).
+    by_project: BTreeMap<String, (usize, Vec<ViewRow>)>,
+    dashboards: BTreeMap<(String, String), usize>,
+}
+
+/// The view's order: by due date (undated last), then id.
+fn view_order(row: &ViewRow) -> (bool, Option<Date>, Option<u64>) {
+    (row.due.is_none(), row.due, crate::TaskId::parse(&row.id).map(|i| i.num()))
+}
+
+impl ViewBuilder {
+    /// An empty view.
+    pub fn new(options: ViewOptions) -> ViewBuilder {
+        ViewBuilder { options, by_project: BTreeMap::new(), dashboards: BTreeMap::new() }
+    }
+
+    /// Takes one row into account (a closed row is ignored).
+    pub fn add(&mut self, task: &Task) {
+        if !is_open_work(task.status) {
+            return;
+        }
+        if self.options.dashboard_sources.contains(&task.source) {
+            *self.dashboards.entry((task.project.clone(), task.source.clone())).or_insert(0) += 1;
+            return;
+        }
+        let cap = self.options.per_project;
+        let (seen, kept) = self.by_project.entry(task.project.clone()).or_default();
+        *seen += 1;
+        kept.push(row(task, self.options.today));
+        if kept.len() > cap.saturating_mul(2).max(1) {
+            kept.sort_by_key(view_order);
+            kept.truncate(cap);
         }
     }
-    // Undated last, then by id.
-    let order = |t: &&Task| (t.due.is_none(), t.due, t.id);
-    for (project, mut rows) in by_project {
-        rows.sort_by_key(order);
-        if rows.len() > options.per_project {
-            view.more.push(MoreLine { project: project.to_owned(), more: rows.len() - options.per_project });
-            rows.truncate(options.per_project);
+
+    /// The view: at most `per_project` rows per project, then a counted "… N more" line.
+    pub fn finish(self) -> CrossView {
+        let mut view = CrossView::default();
+        for (project, (seen, mut kept)) in self.by_project {
+            kept.sort_by_key(view_order);
+            kept.truncate(self.options.per_project);
+            if seen > kept.len() {
+                view.more.push(MoreLine { project, more: seen - kept.len() });
+            }
+            view.rows.extend(kept);
         }
-        view.rows.extend(rows.into_iter().map(|t| row(t, options.today)));
+        view.rows.sort_by_key(view_order);
+        view.dashboards = self
+            .dashboards
+            .into_iter()
+            .map(|((project, source), open)| DashboardLine { project, source, open })
+            .collect();
+        view
     }
-    view.rows.sort_by_key(|r| (r.due.is_none(), r.due, crate::TaskId::parse(&r.id).map(|i| i.num())));
-    view.dashboards = dashboards
-        .into_iter()
-        .map(|((project, source), open)| DashboardLine { project, source, open })
-        .collect();
-    view
 }
 
 /// What makes a row stand out (V4), most urgent first: overdue (open work past its due date),
@@ -205,6 +245,48 @@ mod tests {
         assert_eq!(view.rows[0].marks, [Mark::Overdue, Mark::Review], "the overdue review leads");
         let parked = view.rows.iter().find(|r| r.id == "T-0021").expect("listed");
         assert_eq!(parked.marks, [Mark::NeedsHuman]);
+    }
+
+    #[test]
+    fn v3_the_bounded_builder_equals_sorting_everything() {
+        // Rows in a scrambled order, several projects, small caps: the builder (which keeps at
+        // most twice the cap per project) gives what sorting all rows at once gives.
+        let mut seed: u64 = 0x9e37_79b9;
+        let mut next = move |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for cap in [0, 1, 2, 3, 10] {
+            let tasks: Vec<Task> = (1..=300)
+                .map(|n| {
+                    let due = (next(3) > 0).then(|| date(2026, 1 + next(12) as i8, 1 + next(28) as i8));
+                    task(
+                        1 + next(1000) * 1000 + n,
+                        ["A", "B", "C"][next(3) as usize],
+                        Status::ALL[next(6) as usize],
+                        due,
+                    )
+                })
+                .collect();
+            let view = cross_view(&tasks, &options(cap));
+            let mut want_rows = Vec::new();
+            let mut want_more = Vec::new();
+            for project in ["A", "B", "C"] {
+                let mut open: Vec<&Task> =
+                    tasks.iter().filter(|t| t.project == project && is_open_work(t.status)).collect();
+                open.sort_by_key(|t| (t.due.is_none(), t.due, t.id));
+                if open.len() > cap {
+                    want_more.push((project.to_owned(), open.len() - cap));
+                }
+                want_rows.extend(open.into_iter().take(cap).map(|t| t.id.to_string()));
+            }
+            let mut got: Vec<String> = view.rows.iter().map(|r| r.id.clone()).collect();
+            got.sort();
+            want_rows.sort();
+            assert_eq!(got, want_rows, "cap {cap}");
+            let more: Vec<(String, usize)> = view.more.iter().map(|m| (m.project.clone(), m.more)).collect();
+            assert_eq!(more, want_more, "cap {cap}");
+        }
     }
 
     #[test]

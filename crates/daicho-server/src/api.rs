@@ -20,7 +20,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use daicho_core::edit::TaskEdit;
 use daicho_core::format::ItemDefaults;
-use daicho_core::view::{ViewOptions, cross_view, is_open_work};
+use daicho_core::view::ViewOptions;
 use daicho_core::{Actor, Status, TaskId};
 use daicho_engine::remote::{ClaimFilter, NextClaim};
 use daicho_store::{Batch, ListFilter, Store, StoreError, UnknownDeps};
@@ -271,8 +271,6 @@ pub(crate) async fn build_view<S: Store + 'static>(
     state: &AppState<S>,
     per_project: Option<usize>,
 ) -> Result<daicho_core::view::CrossView, StoreError> {
-    let statuses: Vec<Status> = Status::ALL.into_iter().filter(|s| is_open_work(*s)).collect();
-    let tasks = state.store().list(ListFilter { statuses, ..ListFilter::default() }).await?;
     let config = state.engine.config();
     let dashboard_sources: BTreeSet<String> =
         config.sources.iter().filter(|s| s.dashboard).map(|s| s.name.clone()).collect();
@@ -281,7 +279,7 @@ pub(crate) async fn build_view<S: Store + 'static>(
         today: jiff::Zoned::now().date(),
         dashboard_sources,
     };
-    Ok(cross_view(&tasks, &options))
+    daicho_store::cross_view(state.store(), options).await
 }
 
 async fn view<S: Store + 'static>(

@@ -452,7 +452,10 @@ fn list_in(conn: &Connection, filter: &ListFilter) -> Result<Vec<Task>> {
             args.push(status.as_str().to_owned().into());
             marks.push(format!("?{}", args.len()));
         }
-        sql.push_str(&format!(" AND status IN ({})", marks.join(", ")));
+        // Keyset pages walk the primary key: `+status` keeps SQLite off the status index, which
+        // would sort every matching row for each page.
+        let column = if filter.after.is_some() { "+status" } else { "status" };
+        sql.push_str(&format!(" AND {column} IN ({})", marks.join(", ")));
     }
     if let Some(source) = &filter.source {
         // The key is `source|title`: a source's rows are a range of the key index.

@@ -295,6 +295,39 @@ pub struct ActionStats {
     pub tokens_out: u64,
 }
 
+/// Open rows read per page by [`cross_view`].
+const VIEW_PAGE: usize = 5_000;
+
+/// The cross-project view (V1–V4) of the whole ledger, read in pages of open rows by id so that
+/// memory is bounded by a page and the caps, not by the ledger's size. Pages are separate reads:
+/// a row changed meanwhile shows as one page saw it.
+///
+/// # Errors
+///
+/// A store error.
+pub async fn cross_view<S: Store>(
+    store: &S,
+    options: daicho_core::view::ViewOptions,
+) -> Result<daicho_core::view::CrossView> {
+    let statuses: Vec<Status> =
+        Status::ALL.into_iter().filter(|s| daicho_core::view::is_open_work(*s)).collect();
+    let mut builder = daicho_core::view::ViewBuilder::new(options);
+    // From before the first id: every page is a keyset page (a primary-key range).
+    let mut after = Some(TaskId::new(0));
+    loop {
+        let filter =
+            ListFilter { statuses: statuses.clone(), after, limit: Some(VIEW_PAGE), ..ListFilter::default() };
+        let page = store.list(filter).await?;
+        for task in &page {
+            builder.add(task);
+        }
+        match page.last() {
+            Some(last) if page.len() == VIEW_PAGE => after = Some(last.id),
+            _ => return Ok(builder.finish()),
+        }
+    }
+}
+
 /// Status counts from a backend's `(project, status, count)` rows, by project then status (in the
 /// ledger's status order). An unknown status name is ignored.
 pub fn sorted_counts(rows: Vec<(String, String, i64)>) -> Vec<StatusCount> {

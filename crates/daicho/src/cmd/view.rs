@@ -4,8 +4,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use daicho_core::view::{ViewOptions, cross_view, is_open_work};
-use daicho_store::{ListFilter, Store};
+use daicho_core::view::ViewOptions;
 
 use super::Context;
 use crate::output;
@@ -55,12 +54,11 @@ pub async fn build(
 ) -> anyhow::Result<String> {
     use std::io::IsTerminal as _;
 
-    let statuses: Vec<_> = daicho_core::Status::ALL.into_iter().filter(|s| is_open_work(*s)).collect();
-    let tasks = store.list(ListFilter { statuses, ..ListFilter::default() }).await?;
     let today = jiff::Zoned::now().date();
     let dashboard_sources: BTreeSet<String> =
         config.sources.iter().filter(|s| s.dashboard).map(|s| s.name.clone()).collect();
-    let view = cross_view(&tasks, &ViewOptions { per_project, today, dashboard_sources });
+    // Read in pages: memory stays bounded on a ledger of any size.
+    let view = daicho_store::cross_view(store, ViewOptions { per_project, today, dashboard_sources }).await?;
     let colour = to_terminal && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     render(&view, format, colour)
 }
