@@ -22,7 +22,7 @@ use axum::routing::{get, post};
 use daicho_core::edit::TaskEdit;
 use daicho_core::view::{Mark, dashboard_text, more_text};
 use daicho_core::{Actor, Status, Task, TaskId};
-use daicho_store::{ListFilter, Store, StoreError};
+use daicho_store::{ListFilter, StatusCount, Store, StoreError};
 use serde::Deserialize;
 
 use crate::labels::{Labels, for_locale};
@@ -190,12 +190,17 @@ struct Chrome {
     projects: Vec<NavProject>,
 }
 
-async fn chrome<S: Store + 'static>(state: &AppState<S>, title: String) -> Result<Chrome, StoreError> {
-    let counts = state.store().status_counts().await?;
+/// The page's surroundings; `counts` are the ledger's status counts (one scan per page, which the
+/// page may use too).
+async fn chrome<S: Store + 'static>(
+    state: &AppState<S>,
+    title: String,
+    counts: &[StatusCount],
+) -> Result<Chrome, StoreError> {
     let mut projects: Vec<NavProject> = Vec::new();
     for c in counts {
         if projects.last().is_none_or(|p| p.name != c.project) {
-            projects.push(NavProject { href: project_href(&c.project), name: c.project });
+            projects.push(NavProject { href: project_href(&c.project), name: c.project.clone() });
         }
     }
     Ok(Chrome {
@@ -274,7 +279,8 @@ struct IndexPage {
 
 async fn index<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) -> PageResult {
     let ja = state.options.ja;
-    let page = chrome(&state, for_locale(ja).open_work.to_owned()).await?;
+    let status_counts = state.store().status_counts().await?;
+    let page = chrome(&state, for_locale(ja).open_work.to_owned(), &status_counts).await?;
     let view = api::build_view(&state, None).await?;
     let rows = view
         .rows
@@ -296,7 +302,7 @@ async fn index<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) -> Pag
         })
         .collect();
     let mut counts: Vec<ProjectCounts> = Vec::new();
-    for c in state.store().status_counts().await? {
+    for c in &status_counts {
         if counts.last().is_none_or(|p| p.name != c.project) {
             counts.push(ProjectCounts {
                 href: project_href(&c.project),
@@ -438,7 +444,8 @@ async fn ledger<S: Store + 'static>(
     Query(query): Query<LedgerQuery>,
 ) -> PageResult {
     let ja = state.options.ja;
-    let page = chrome(&state, format!("{project} {}", for_locale(ja).ledger)).await?;
+    let status_counts = state.store().status_counts().await?;
+    let page = chrome(&state, format!("{project} {}", for_locale(ja).ledger), &status_counts).await?;
     let after = match query.after.as_deref() {
         Some(text) => Some(
             TaskId::parse(text)
@@ -461,8 +468,7 @@ async fn ledger<S: Store + 'static>(
             tasks.last().map(|t| t.id.to_string()).unwrap_or_default()
         )
     });
-    let total: u64 =
-        state.store().status_counts().await?.iter().filter(|c| c.project == project).map(|c| c.count).sum();
+    let total: u64 = status_counts.iter().filter(|c| c.project == project).map(|c| c.count).sum();
     if total == 0 {
         return Err(PageError(StatusCode::NOT_FOUND, format!("no project '{project}'")));
     }
@@ -506,7 +512,8 @@ struct ApprovalsPage {
 
 async fn approvals<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) -> PageResult {
     let ja = state.options.ja;
-    let page = chrome(&state, for_locale(ja).approvals.to_owned()).await?;
+    let page =
+        chrome(&state, for_locale(ja).approvals.to_owned(), &state.store().status_counts().await?).await?;
     let mut rows = Vec::new();
     for (id, at) in state.store().approvals().await? {
         let Some(task) = state.store().get(id).await? else { continue };
@@ -580,7 +587,7 @@ async fn task_page<S: Store + 'static>(
     let id = TaskId::parse(&id)
         .ok_or_else(|| PageError(StatusCode::BAD_REQUEST, format!("'{id}' is not a task id (T-0001)")))?;
     let task = state.store().get(id).await?.ok_or(StoreError::NotFound(id))?;
-    let page = chrome(&state, format!("{id} {}", task.title)).await?;
+    let page = chrome(&state, format!("{id} {}", task.title), &state.store().status_counts().await?).await?;
     let columns = Columns::new(ja);
     let r = row_html(&task, jiff::Zoned::now().date(), page.l, ja, true);
     let fields = vec![
