@@ -56,14 +56,9 @@ fn web_actor() -> Actor {
 struct PageError(StatusCode, String);
 
 impl From<StoreError> for PageError {
+    /// The API's status for the error (404, 400, 409, 500), as plain text.
     fn from(e: StoreError) -> PageError {
-        let status = match &e {
-            StoreError::NotFound(_) => StatusCode::NOT_FOUND,
-            StoreError::InvalidInput(_) | StoreError::Dag(_) => StatusCode::BAD_REQUEST,
-            StoreError::Conflict(_) | StoreError::LeaseLost { .. } => StatusCode::CONFLICT,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        PageError(status, e.to_string())
+        PageError::from(api::ApiError::from(e))
     }
 }
 
