@@ -10,7 +10,8 @@ use crate::backend;
 const MIGRATION_LOCK: i64 = 0x6461_6963_686f;
 
 /// Migrations in order; never edit a released one.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE task (
     num              BIGINT PRIMARY KEY,
     id_width         INT     NOT NULL,
@@ -99,7 +100,10 @@ CREATE TABLE setting (
     name  TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
-"#];
+"#,
+    // 2: project × status counts (the web UI's header, /metrics) from an index alone.
+    "CREATE INDEX IF NOT EXISTS task_project_status ON task (project, status);",
+];
 
 /// Brings the schema up to date. The first process to take the advisory lock migrates; the
 /// others wait for it and then find nothing to do.

@@ -100,6 +100,8 @@ CREATE TABLE setting (
     value TEXT NOT NULL
 ) WITHOUT ROWID;
 "#,
+    // 2: project × status counts (the web UI's header, /metrics) from an index alone.
+    "CREATE INDEX IF NOT EXISTS task_project_status ON task (project, status);",
 ];
 
 /// Brings the schema up to date in one immediate transaction (so two processes opening a new
