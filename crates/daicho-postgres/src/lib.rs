@@ -105,6 +105,12 @@ impl PgStore {
         Ok((store, applied))
     }
 
+    /// The number of schema migrations this version knows: [`PgStore::open_reporting`] applied
+    /// all of them to a database that had no ledger yet.
+    pub fn schema_version() -> usize {
+        schema::MIGRATIONS.len()
+    }
+
     /// A connection that LISTENs on the ready channel, feeding `wakeups`.
     async fn listen(&self) -> Result<tokio::sync::mpsc::UnboundedReceiver<()>> {
         let (client, mut connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)

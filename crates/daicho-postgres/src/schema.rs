@@ -10,7 +10,7 @@ use crate::backend;
 const MIGRATION_LOCK: i64 = 0x6461_6963_686f;
 
 /// Migrations in order; never edit a released one.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE task (
     num              BIGINT PRIMARY KEY,

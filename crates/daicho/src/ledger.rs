@@ -59,7 +59,8 @@ pub async fn create(path: &Path) -> anyhow::Result<(AnyStore, bool)> {
         let (store, applied) = PgStore::open_reporting(&url)
             .await
             .with_context(|| format!("cannot open the ledger {}", display(path)))?;
-        return Ok((AnyStore::Postgres(store), applied > 0));
+        // Created, not upgraded: every migration ran.
+        return Ok((AnyStore::Postgres(store), applied == PgStore::schema_version()));
     }
     let existed = path.exists();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

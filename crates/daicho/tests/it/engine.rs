@@ -816,3 +816,37 @@ fn i5_an_idle_postgres_worker_is_woken_by_notify_before_its_poll() {
     worker.wait().unwrap();
     assert!(waited < Duration::from_secs(30), "woken by LISTEN/NOTIFY, not by its 120 s poll: {waited:?}");
 }
+
+/// I5: `daicho init` on a PostgreSQL ledger of an older schema upgrades it and says it was there
+/// already, not that it was created; a fresh database says created.
+#[test]
+fn i5_init_upgrades_an_older_postgres_ledger_without_calling_it_created() {
+    let Some(db) = PgDatabase::fresh("upgrade") else { return };
+    let mut ledger = Ledger::uninitialized();
+    ledger.db = Some(db.url.clone());
+    let first: Value =
+        serde_json::from_str(&ledger.run(&["init", "--no-config", "--json"]).ok().stdout).unwrap();
+    assert_eq!(first["created"], true, "{first}");
+    // Back to schema 1, as an older daicho left it.
+    let admin = db.url.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls).await.unwrap();
+            let task = tokio::spawn(connection);
+            client
+                .batch_execute("DROP INDEX task_project_status; UPDATE daicho_schema SET version = 1")
+                .await
+                .unwrap();
+            drop(client);
+            let _ = task.await;
+        });
+    })
+    .join()
+    .unwrap();
+    let again: Value =
+        serde_json::from_str(&ledger.run(&["init", "--no-config", "--json"]).ok().stdout).unwrap();
+    assert_eq!(again["created"], false, "{again}");
+    ledger.run(&["add", "after the upgrade", "--project", "PJ-01"]).ok();
+    assert_eq!(ledger.tasks().len(), 1);
+}
