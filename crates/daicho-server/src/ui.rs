@@ -343,6 +343,8 @@ struct RowHtml {
     class: String,
     marks: String,
     status_options: Vec<StatusOption>,
+    /// The status the page shows (`pending`, …), for the form's `status_was`.
+    status_value: &'static str,
     run: bool,
     title: String,
     body: String,
@@ -395,6 +397,7 @@ fn row_html(task: &Task, today: jiff::civil::Date, l: &Labels, ja: bool, whole: 
                 disabled: *s == Status::Running,
             })
             .collect(),
+        status_value: task.status.as_str(),
         run: task.run,
         title: task.title.clone(),
         body: long(&task.body),
@@ -659,7 +662,9 @@ fn form_task_id(text: &str) -> Result<TaskId, PageError> {
         .ok_or_else(|| PageError(StatusCode::BAD_REQUEST, format!("'{text}' is not a task id")))
 }
 
-/// The edit form of a row: status, correction, the ▶ run box (absent = unticked).
+/// The edit form of a row: status, correction, the ▶ run box (absent = unticked), and what the
+/// page showed for each (`*_was`), so that only what the person changed is written: a row that
+/// moved on meanwhile (a worker claimed it, say) is not set back by a save of another field.
 #[derive(Debug, Deserialize)]
 struct EditForm {
     #[serde(default)]
@@ -667,22 +672,48 @@ struct EditForm {
     status: Option<String>,
     correction: Option<String>,
     run: Option<String>,
+    status_was: Option<String>,
+    correction_was: Option<String>,
+    run_was: Option<String>,
     #[serde(default)]
     back: String,
+}
+
+impl EditForm {
+    /// The fields the person changed on the page (all given fields when the page's values are
+    /// not in the form).
+    fn changes(self) -> (Option<String>, Option<String>, Option<bool>) {
+        let unix = |text: String| text.replace("\r\n", "\n");
+        let status = match (self.status, self.status_was) {
+            (Some(now), Some(was)) if now == was => None,
+            (status, _) => status,
+        };
+        let correction = match (self.correction.map(unix), self.correction_was.map(unix)) {
+            (Some(now), Some(was)) if now == was => None,
+            (correction, _) => correction,
+        };
+        let run = self.run.is_some();
+        let run = match self.run_was.as_deref() {
+            Some(was) if (was == "on") == run => None,
+            _ => Some(run),
+        };
+        (status, correction, run)
+    }
 }
 
 async fn edit<S: Store + 'static>(
     State(state): State<Arc<AppState<S>>>,
     Path(id): Path<String>,
-    Form(form): Form<EditForm>,
+    Form(mut form): Form<EditForm>,
 ) -> PageResult {
     check_csrf(&state, &form.csrf)?;
     let id = form_task_id(&id)?;
-    let correction = form.correction.map(|c| c.replace("\r\n", "\n"));
-    let edit = api::person_edit(form.status.as_deref(), correction, Some(form.run.is_some()))?;
+    let back = std::mem::take(&mut form.back);
+    let (status, correction, run) = form.changes();
+    let edit = api::person_edit(status.as_deref(), correction, run)?;
     // The store writes only what differs: an unchanged form writes no journal entry.
     state.store().edit(id, edit, web_actor(), jiff::Timestamp::now()).await?;
-    Ok(back_to(&form.back, task_href(&id.to_string())).into_response())
+    Ok(back_to(&back, task_href(&id.to_string())).into_response())
 }
 
 /// A form with only its CSRF token and where to go back to.

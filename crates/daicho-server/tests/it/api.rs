@@ -439,3 +439,45 @@ async fn i4_mcp_over_http_answers_behind_the_access_guard() {
     assert!(body.contains("\"serverInfo\"") && body.contains("\"tools\""), "{body}");
     assert!(body.contains("claim_next"), "the instructions name the loop: {body}");
 }
+
+/// I2: a web form writes only what the person changed: a row a worker claimed after the page was
+/// drawn is not set back to pending by saving its correction, and the claim's end still records.
+#[tokio::test]
+async fn i2_a_stale_form_changes_only_what_the_person_changed() {
+    let server = TestServer::start(ServerOptions::default()).await;
+    let ids = server.push(vec![item("draft", "PJ-01", "work", "ai")]).await;
+    let page =
+        server.client.get(server.url("/p/PJ-01")).send().await.expect("get").text().await.expect("text");
+    let field = |name: &str| {
+        page.split(&format!("name=\"{name}\" value=\""))
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .map(str::to_owned)
+    };
+    let (csrf, status_was) = (field("csrf").expect("csrf"), field("status_was").expect("status_was"));
+    assert_eq!(status_was, "pending");
+    // A worker claims the row after the page was drawn.
+    let (_, claim) = post(&server, "/api/v1/claim", json!({ "worker": "w" })).await;
+    assert_eq!(claim["outcome"], "claimed", "{claim}");
+    // The person writes a correction on the stale page and saves: the select still says pending.
+    let edit = server.url(&format!("/t/{}/edit", ids[0]));
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("status", "pending"),
+        ("status_was", "pending"),
+        ("correction", "cite the source"),
+        ("correction_was", ""),
+        ("run_was", ""),
+    ];
+    let saved = server.client.post(&edit).form(&form).send().await.expect("post");
+    assert_eq!(saved.status().as_u16(), 303);
+    let row = server.store.get(ids[0]).await.expect("get").expect("row");
+    assert_eq!((row.status, row.correction.as_str(), row.run), (Status::Running, "cite the source", false));
+    let path = format!("/api/v1/tasks/{}/complete", ids[0]);
+    let (status, end) = post(&server, &path, json!({ "worker": "w", "attempt": 1, "result": "done" })).await;
+    assert_eq!(status, 200, "{end}");
+    // A status the person did change is written.
+    let form = [("csrf", csrf.as_str()), ("status", "done"), ("status_was", "review"), ("run_was", "")];
+    server.client.post(&edit).form(&form).send().await.expect("post");
+    assert_eq!(server.store.get(ids[0]).await.expect("get").expect("row").status, Status::Done);
+}
