@@ -7,7 +7,6 @@
 //! completing tasks over the API at the same time, default 0) and `DAICHO_BENCH_SECS` (default
 //! 30) set the shape. With workers, every acknowledged completion must be in the ledger once.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,8 +78,12 @@ pub fn bench_load() {
     let errors: Vec<&String> = figures.iter().flat_map(|f| f.errors.iter()).collect();
     let patched: Vec<&(String, String)> = figures.iter().flat_map(|f| f.patched.iter()).collect();
     let completed: Vec<&(String, u64)> = figures.iter().flat_map(|f| f.completed.iter()).collect();
-    let lost = runtime.block_on(lost_updates(&db, &patched));
-    let (missing, doubled) = runtime.block_on(completions(&db, &completed));
+    let (lost, (missing, doubled)) = runtime.block_on(async {
+        let store = daicho_sqlite::SqliteStore::open(&db, daicho_sqlite::SqliteOptions::default())
+            .await
+            .expect("open");
+        (lost_updates(&store, &patched).await, completions(&store, &completed).await)
+    });
     let pct = |p: f64| {
         latencies
             .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
@@ -225,9 +228,7 @@ async fn remote_worker(http: reqwest::Client, base: String, w: usize, deadline: 
 
 /// Acknowledged completions missing from the ledger (no successful run record for that
 /// attempt), and tasks with more than one successful run.
-async fn completions(db: &Path, completed: &[&(String, u64)]) -> (usize, usize) {
-    let store =
-        daicho_sqlite::SqliteStore::open(db, daicho_sqlite::SqliteOptions::default()).await.expect("open");
+async fn completions(store: &daicho_sqlite::SqliteStore, completed: &[&(String, u64)]) -> (usize, usize) {
     let mut missing = 0;
     let mut doubled = 0;
     let mut seen = std::collections::HashSet::new();
@@ -247,11 +248,9 @@ async fn completions(db: &Path, completed: &[&(String, u64)]) -> (usize, usize) 
 }
 
 /// Acknowledged patches whose value is not in the row's journal.
-async fn lost_updates(db: &Path, patched: &[&(String, String)]) -> usize {
+async fn lost_updates(store: &daicho_sqlite::SqliteStore, patched: &[&(String, String)]) -> usize {
     use std::collections::{HashMap, HashSet};
 
-    let store =
-        daicho_sqlite::SqliteStore::open(db, daicho_sqlite::SqliteOptions::default()).await.expect("open");
     let mut by_task: HashMap<&str, Vec<&str>> = HashMap::new();
     for (id, value) in patched {
         by_task.entry(id.as_str()).or_default().push(value.as_str());

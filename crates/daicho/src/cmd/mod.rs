@@ -74,7 +74,14 @@ impl Context {
 
     /// The engine over the ledger, with the configuration loaded and checked first.
     pub async fn engine(&self) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
-        let config = self.load_config()?;
+        self.engine_with(self.load_config()?).await
+    }
+
+    /// The engine over the ledger with a configuration already loaded (and checked).
+    pub async fn engine_with(
+        &self,
+        config: daicho_engine::Config,
+    ) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
         let store = crate::ledger::open(&self.db).await?;
         Ok(daicho_engine::Engine::new(std::sync::Arc::new(store), config, Some(self.pause_file())))
     }

@@ -50,8 +50,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             "nothing to serve: add [[schedule]] tables (role, cron) to the configuration, or serve the web UI"
         );
     }
-    let engine = std::sync::Arc::new(ctx.engine().await?);
-    let store = crate::ledger::open(&ctx.db).await?;
+    // One ledger connection (pool) and one configuration for the web server and the schedule.
+    let engine = std::sync::Arc::new(ctx.engine_with(config).await?);
+    let (store, config) = (engine.store(), engine.config());
     let metrics = std::sync::Arc::new(daicho_server::Metrics::default());
     let owner = daicho_engine::worker_name();
     // The web server starts first, so that a bad address or a missing token stops everything
@@ -60,7 +61,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     if web {
         server = Some(start_web(&engine, args.bind, args.token.clone(), ctx.ja, &metrics).await?);
     }
-    let outcome = schedule_loop(&args, ctx, &engine, &store, &config, &metrics, &owner).await;
+    let outcome = schedule_loop(&args, ctx, &engine, store, config, &metrics, &owner).await;
     if let Some((stop, handle)) = server {
         let _ = stop.send(());
         handle.await??;
@@ -107,11 +108,10 @@ async fn schedule_loop(
     metrics: &daicho_server::Metrics,
     owner: &str,
 ) -> anyhow::Result<ExitCode> {
-    let owner = owner.to_owned();
     let mut failed = 0;
     if args.now {
         for schedule in &config.schedules {
-            match run_role(ctx, engine, store, config, metrics, schedule, &owner, Timestamp::now()).await {
+            match run_role(ctx, engine, store, config, metrics, schedule, owner, Timestamp::now()).await {
                 Ok(n) => failed += n,
                 // One role's failure (the store out of reach, say) does not stop the others.
                 Err(e) => {
@@ -153,7 +153,7 @@ async fn schedule_loop(
         }
         // Every role due at this minute runs, in the file's order.
         for schedule in config.schedules.iter().filter(|s| s.cron.next_after(local) == Some(at)) {
-            if let Err(e) = run_role(ctx, engine, store, config, metrics, schedule, &owner, when).await {
+            if let Err(e) = run_role(ctx, engine, store, config, metrics, schedule, owner, when).await {
                 tracing::error!(role = %schedule.role, "{e:#}");
             }
         }
