@@ -67,6 +67,10 @@ impl TaskEdit {
         }
         if let Some(v) = self.run {
             next.run = v;
+            if !v {
+                // Clearing ▶ run withdraws an approval with it (S2).
+                next.approved_by.clear();
+            }
         }
         if let Some(v) = &self.title {
             next.title = v.clone();

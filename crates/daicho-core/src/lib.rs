@@ -9,9 +9,11 @@
 //! - [`merge`]: `merge_plan`, the upsert decision (M1–M9);
 //! - [`dag`]: the ready set, unknown deps and cycles (D1, D2);
 //! - [`format`]: Markdown, JSON and CSV parsers and renderers (X1, X3, X4);
-//! - [`edit`]: a person's edit of a row and the journal's view of a change (F1).
+//! - [`edit`]: a person's edit of a row and the journal's view of a change (F1);
+//! - [`authority`]: who may write what, whatever the channel (S13).
 
 pub mod aggregate;
+pub mod authority;
 pub mod cron;
 pub mod dag;
 pub mod edit;

@@ -11,6 +11,7 @@ use jiff::Timestamp;
 use jiff::civil::Date;
 use serde::Serialize;
 
+use crate::authority::{self, Authority, FieldNote};
 use crate::id::TaskId;
 use crate::item::Item;
 use crate::key::dedupe_key;
@@ -29,6 +30,48 @@ pub struct Plan {
     pub unresolved: Vec<UnresolvedDep>,
     /// The next free id number once the plan is applied.
     pub next_id: u64,
+    /// Why the whole input is refused (S13, M1); a refused plan adds and patches nothing.
+    pub refused: Option<Refused>,
+    /// Person-only fields a pulled source's items carried; they are not written (S13).
+    pub ignored: Vec<FieldNote>,
+}
+
+/// Why a whole input is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// An item carries a field only a person writes, and its writer is no person (S13).
+    PersonField(FieldNote),
+    /// An item names the id of a row that is another task: another key, another current title
+    /// (an id is a label; the row's identity is its key, M1).
+    IdOfAnotherTask {
+        /// Index of the item in the input.
+        index: usize,
+        /// The id the item names.
+        id: TaskId,
+        /// The key of the row with that id.
+        row_key: String,
+        /// The item's own key.
+        item_key: String,
+    },
+    /// Two items of one input name the same id.
+    DuplicateId {
+        /// Index of the second item.
+        index: usize,
+        /// Index of the first item.
+        first_index: usize,
+        /// The id as the second item writes it.
+        reference: String,
+    },
+}
+
+impl Refused {
+    /// Index of the item the refusal is about.
+    pub fn index(&self) -> usize {
+        match self {
+            Refused::PersonField(note) => note.index,
+            Refused::IdOfAnotherTask { index, .. } | Refused::DuplicateId { index, .. } => *index,
+        }
+    }
 }
 
 impl Plan {
@@ -244,7 +287,7 @@ pub struct UnresolvedDep {
 /// then read as ledger ids; the rest are listed in [`Plan::unresolved`].
 pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id: u64) -> Plan {
     let keys = incoming_keys(incoming);
-    merge_plan_with_keys(existing, incoming, &keys, now, next_id)
+    merge_plan_with_keys(existing, incoming, &keys, Authority::Person, now, next_id)
 }
 
 /// The dedupe key of each incoming item (M1), `None` for a blank one (M9). A store computes
@@ -258,7 +301,18 @@ pub fn incoming_keys(incoming: &[Item]) -> Vec<Option<String>> {
         .collect()
 }
 
-/// [`merge_plan`] with the keys of [`incoming_keys`] already computed.
+/// [`merge_plan`] with the keys of [`incoming_keys`] already computed, for a writer of the
+/// given [`Authority`] (S13):
+///
+/// - a producer's or an agent's input that carries a field only a person writes (`run`,
+///   `correction`, `result`, `run_at`, `failures`) is refused whole ([`Plan::refused`]);
+/// - a pulled source's such fields are not written and are listed in [`Plan::ignored`];
+/// - a person's (an import of an exported ledger) are kept in new rows.
+///
+/// Whoever writes, an item naming the `T-` id of an existing row addresses that row only when
+/// the row is the same task — the item's key is the row's key, or the row's current source and
+/// title give the item's key (a row renamed since) — and two items of one input never name the
+/// same id; otherwise the whole input is refused. An id that no row has is kept for a new row.
 ///
 /// # Panics
 ///
@@ -267,10 +321,18 @@ pub fn merge_plan_with_keys(
     existing: &[Task],
     incoming: &[Item],
     keys: &[Option<String>],
+    authority: Authority,
     now: Timestamp,
     next_id: u64,
 ) -> Plan {
     assert_eq!(keys.len(), incoming.len(), "one key per incoming item");
+    let screen = authority::screen(authority, incoming);
+    if let Some(note) = screen.refused {
+        return Plan { next_id, refused: Some(Refused::PersonField(note)), ..Plan::default() };
+    }
+    if let Some(refused) = duplicate_id(incoming, keys) {
+        return Plan { next_id, refused: Some(refused), ..Plan::default() };
+    }
     // Index the incoming side (small) and scan the existing side (up to the whole ledger) once.
     let mut wanted: HashMap<&str, Option<&Task>> =
         keys.iter().flatten().map(|k| (k.as_str(), None)).collect();
@@ -318,13 +380,19 @@ pub fn merge_plan_with_keys(
             continue;
         };
         let requested_id = item.ref_id.as_deref().and_then(TaskId::parse);
-        // The row an item is: the one with its key, else the one with its ledger id (a row
-        // renamed since, or an item whose source is named differently this time).
-        let row = wanted
-            .get(key)
-            .copied()
-            .flatten()
-            .or_else(|| requested_id.and_then(|id| by_id.get(&id.num()).copied()));
+        // The row an item is: the one with its key. An id it names must be that row's, or a
+        // row renamed since (its current source and title give the item's key), or free.
+        let by_key = wanted.get(key).copied().flatten();
+        let named = requested_id.and_then(|id| by_id.get(&id.num()).copied());
+        let row = match (by_key, named) {
+            (Some(row), Some(other)) if other.id != row.id => {
+                return refuse_id(next_id, index, other, key);
+            }
+            (None, Some(other)) if dedupe_key(&other.source, &other.title) != key => {
+                return refuse_id(next_id, index, other, key);
+            }
+            (by_key, named) => by_key.or(named),
+        };
         let first = first_by_key.get(key).or_else(|| row.and_then(|r| first_by_row.get(&r.id.num())));
         if let Some(&first_index) = first {
             // M7: the first item with a key (or for a row) wins.
@@ -383,7 +451,7 @@ pub fn merge_plan_with_keys(
         }
     }
 
-    let mut plan = Plan { next_id, ..Plan::default() };
+    let mut plan = Plan { next_id, ignored: screen.ignored, ..Plan::default() };
     for (index, (item, fate)) in incoming.iter().zip(fates).enumerate() {
         match fate {
             Fate::Skip(reason, id) => {
@@ -408,11 +476,49 @@ pub fn merge_plan_with_keys(
                 let id = id.expect("pass 2 assigns an id to every addition");
                 let deps = resolve_deps(item, index, &refs, &mut plan.unresolved);
                 let key = keys[index].clone().expect("an addition has a key");
-                plan.add.push(Addition { task: new_row(id, item, key, deps, now), index, line: item.line });
+                let mut task = new_row(id, item, key, deps, now);
+                if !authority.keeps_person_fields() {
+                    clear_person_fields(&mut task);
+                }
+                plan.add.push(Addition { task, index, line: item.line });
             }
         }
     }
     plan
+}
+
+fn refuse_id(next_id: u64, index: usize, other: &Task, item_key: &str) -> Plan {
+    let refused = Refused::IdOfAnotherTask {
+        index,
+        id: other.id,
+        row_key: other.key.clone(),
+        item_key: item_key.to_owned(),
+    };
+    Plan { next_id, refused: Some(refused), ..Plan::default() }
+}
+
+/// The second item of the input that names an id an earlier one named.
+fn duplicate_id(incoming: &[Item], keys: &[Option<String>]) -> Option<Refused> {
+    let mut first: HashMap<RefKey, usize> = HashMap::new();
+    for (index, (item, key)) in incoming.iter().zip(keys).enumerate() {
+        let Some(reference) = item.ref_id.as_deref().filter(|r| !r.trim().is_empty() && key.is_some()) else {
+            continue;
+        };
+        if let Some(&first_index) = first.get(&RefKey::of(reference)) {
+            return Some(Refused::DuplicateId { index, first_index, reference: reference.trim().to_owned() });
+        }
+        first.insert(RefKey::of(reference), index);
+    }
+    None
+}
+
+/// A new row from a writer who is no person keeps none of a person's fields (S13).
+fn clear_person_fields(task: &mut Task) {
+    task.run = false;
+    task.result.clear();
+    task.run_at = None;
+    task.correction.clear();
+    task.failures = 0;
 }
 
 /// How a reference is compared: ledger ids by number (`T-500` = `T-0500`), others as written.
@@ -682,7 +788,7 @@ mod tests {
     #[test]
     fn ids_are_kept_when_free_and_local_refs_resolve() {
         let ledger = vec![row(500, "taken", Status::Pending)];
-        let mut a = Item::new("a", "src");
+        let mut a = Item::new("taken", "src");
         a.ref_id = Some("T-500".into());
         let mut b = Item::new("b", "src");
         b.ref_id = Some("T-0777".into());
@@ -709,13 +815,121 @@ mod tests {
     }
 
     #[test]
+    fn m1_s13_an_id_addresses_a_row_only_with_its_key() {
+        // A person's manual task T-0002 (source cli) and a plan's T-0001 in another project.
+        let mut manual = row(2, "Call the customer", Status::Pending);
+        manual.source = "cli".into();
+        manual.key = crate::key::dedupe_key("cli", "Call the customer");
+        manual.project = "PJ-01".into();
+        let mut planned = row(1, "Write the draft", Status::Pending);
+        planned.source = "plan.md".into();
+        planned.key = crate::key::dedupe_key("plan.md", "Write the draft");
+        planned.project = "PJ-01".into();
+        let ledger = vec![planned, manual];
+
+        // Another source, another title, the id of a person's task: refused, both keys named.
+        let mut hijack = Item::new("x", "bot");
+        hijack.ref_id = Some("T-0002".into());
+        hijack.action = "publish".into();
+        let plan = merge_plan(&ledger, &[Item::new("fine", "bot"), hijack], now(), 3);
+        assert!(plan.add.is_empty() && plan.patch.is_empty(), "a refused input writes nothing");
+        assert_eq!(
+            plan.refused,
+            Some(Refused::IdOfAnotherTask {
+                index: 1,
+                id: TaskId::new(2),
+                row_key: "cli|callthecustomer".into(),
+                item_key: "bot|x".into(),
+            })
+        );
+        // Another project's plan file with the same title but another source: refused too.
+        let mut other_plan = Item::new("Write the draft", "other/plan.md");
+        other_plan.ref_id = Some("T-0001".into());
+        other_plan.project = "PJ-02".into();
+        assert!(matches!(
+            merge_plan(&ledger, &[other_plan], now(), 3).refused,
+            Some(Refused::IdOfAnotherTask { .. })
+        ));
+        // The item's key names one row and its id another: refused.
+        let mut crossed = Item::new("Write the draft", "plan.md");
+        crossed.ref_id = Some("T-0002".into());
+        assert!(matches!(
+            merge_plan(&ledger, &[crossed], now(), 3).refused,
+            Some(Refused::IdOfAnotherTask { id, .. }) if id == TaskId::new(2)
+        ));
+        // The same task under its own id fills empty cells; a free id makes a new row.
+        let mut same = Item::new("write the draft!", "plan.md");
+        same.ref_id = Some("T-1".into());
+        same.assignee = "writer".into();
+        let mut fresh = Item::new("new", "plan.md");
+        fresh.ref_id = Some("T-0040".into());
+        let plan = merge_plan(&ledger, &[same, fresh], now(), 3);
+        assert_eq!(plan.refused, None);
+        assert_eq!(plan.patch[0].id, TaskId::new(1));
+        assert_eq!(plan.add[0].task.id, TaskId::new(40));
+    }
+
+    #[test]
+    fn s13_the_same_id_twice_in_one_input_is_refused() {
+        let mut first = Item::new("a", "s");
+        first.ref_id = Some("T-500".into());
+        first.line = Some(3);
+        let mut second = Item::new("b", "s");
+        second.ref_id = Some("T-0500".into());
+        second.line = Some(9);
+        let plan = merge_plan(&[], &[first.clone(), second], now(), 1);
+        assert_eq!(
+            plan.refused,
+            Some(Refused::DuplicateId { index: 1, first_index: 0, reference: "T-0500".into() })
+        );
+        let mut local = Item::new("c", "s");
+        local.ref_id = Some("t1".into());
+        let plan = merge_plan(&[], &[local.clone(), local], now(), 1);
+        assert!(matches!(plan.refused, Some(Refused::DuplicateId { .. })), "local ids too");
+        assert!(plan.add.is_empty());
+    }
+
+    #[test]
+    fn s13_person_fields_by_authority() {
+        let mut item = Item::new("a", "bot");
+        item.run = true;
+        item.correction = "again".into();
+        item.result = "r".into();
+        item.failures = 2;
+        let keys = incoming_keys(std::slice::from_ref(&item));
+        let pushed =
+            merge_plan_with_keys(&[], std::slice::from_ref(&item), &keys, Authority::Producer, now(), 1);
+        assert!(matches!(&pushed.refused, Some(Refused::PersonField(n)) if n.field.name() == "run"));
+        assert!(pushed.add.is_empty());
+        let pulled =
+            merge_plan_with_keys(&[], std::slice::from_ref(&item), &keys, Authority::Puller, now(), 1);
+        assert_eq!(pulled.refused, None);
+        assert_eq!(pulled.ignored.len(), 4);
+        let task = &pulled.add[0].task;
+        assert_eq!(
+            (task.run, task.correction.as_str(), task.result.as_str(), task.failures),
+            (false, "", "", 0)
+        );
+        let imported = merge_plan_with_keys(&[], &[item], &keys, Authority::Person, now(), 1);
+        let task = &imported.add[0].task;
+        assert_eq!(
+            (task.run, task.correction.as_str(), task.failures),
+            (true, "again", 2),
+            "a person's import"
+        );
+        assert_eq!(task.approved_by, "", "no file approves");
+    }
+
+    #[test]
     fn a_renamed_row_is_matched_by_its_id() {
         let mut renamed = row(3, "draft v2", Status::Review);
         renamed.key = crate::key::dedupe_key("src", "draft");
         let mut item = Item::new("draft v2", "src");
         item.ref_id = Some("T-0003".into());
         item.body = "filled".into();
-        let plan = merge_plan(&[renamed], &[item.clone(), item], now(), 4);
+        let mut again = item.clone();
+        again.ref_id = None;
+        let plan = merge_plan(&[renamed], &[item, again], now(), 4);
         assert!(plan.add.is_empty(), "no duplicate row for a renamed task");
         assert_eq!(plan.patch[0].id, TaskId::new(3));
         assert_eq!(plan.skip[0].reason, SkipReason::DuplicateInInput { first_index: 0 });

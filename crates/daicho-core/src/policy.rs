@@ -222,6 +222,13 @@ pub fn is_external(task: &Task, action: Option<&ActionSpec>) -> bool {
     task.tags.contains(TAG_EXTERNAL) || action.is_some_and(|a| a.external)
 }
 
+/// Whether a person approved the next run of a task (S2, S13): ▶ run ticked by an approval
+/// recorded with the approving person. A tick alone — by a person's edit or a file's `run`
+/// column — does not approve an external task.
+pub fn is_approved(task: &Task) -> bool {
+    task.run && !task.approved_by.is_empty()
+}
+
 /// Whether a task is heavy: its action is, or it is tagged `heavy` (S5).
 pub fn is_heavy(task: &Task, action: Option<&ActionSpec>) -> bool {
     task.tags.contains(TAG_HEAVY) || action.is_some_and(|a| a.heavy)
@@ -249,7 +256,7 @@ pub fn decide<'a>(task: &Task, mode: Mode, gate: &Gate<'a>) -> Result<&'a Action
     if is_heavy(task, Some(action)) && mode != Mode::Heavy {
         return Err(Hold::Heavy(task.id));
     }
-    if is_external(task, Some(action)) && !task.run {
+    if is_external(task, Some(action)) && !is_approved(task) {
         return Err(Hold::AwaitingApproval);
     }
     match mode {
@@ -275,6 +282,22 @@ pub fn decide<'a>(task: &Task, mode: Mode, gate: &Gate<'a>) -> Result<&'a Action
         return Err(Hold::DailyCap(cap));
     }
     Ok(action)
+}
+
+/// What the claim of a task decided runnable must still find in the row when it commits, so a
+/// person's change between the decision and the claim (unticking ▶ run, say) wins (S1, S2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimGuard {
+    /// The ▶ run box must still be ticked (a requested run).
+    pub require_run: bool,
+    /// A person's approval must still be there (an external task).
+    pub require_approval: bool,
+}
+
+/// The [`ClaimGuard`] for a task that [`decide`] let run with `action` in `mode`.
+pub fn claim_guard(task: &Task, action: &ActionSpec, mode: Mode) -> ClaimGuard {
+    let external = is_external(task, Some(action));
+    ClaimGuard { require_run: mode == Mode::Requested || external, require_approval: external }
 }
 
 /// How failures are counted (S3, S4).
@@ -383,7 +406,7 @@ mod tests {
     }
 
     #[test]
-    fn s2_external_runs_only_with_run_ticked() {
+    fn s2_s13_external_runs_only_after_a_persons_approval() {
         let mut publish = action("publish", &["外部/投稿"]);
         publish.external = true;
         let actions = [publish, action("writer", &["制作/記事"])];
@@ -392,7 +415,19 @@ mod tests {
             assert_eq!(decide(&t, mode, &gate(&actions)), Err(Hold::AwaitingApproval), "{mode:?}");
         }
         t.run = true;
+        assert_eq!(
+            decide(&t, Mode::Requested, &gate(&actions)),
+            Err(Hold::AwaitingApproval),
+            "a tick without an approval (a file's run column, an edit) holds"
+        );
+        t.approved_by = "human:ana".into();
         assert!(decide(&t, Mode::Requested, &gate(&actions)).is_ok());
+        t.run = false;
+        assert_eq!(
+            decide(&t, Mode::Requested, &gate(&actions)),
+            Err(Hold::AwaitingApproval),
+            "claimed: spent"
+        );
         let tagged = task(2, "制作/記事", "ai,external");
         assert_eq!(decide(&tagged, Mode::Auto, &gate(&actions)), Err(Hold::AwaitingApproval));
     }

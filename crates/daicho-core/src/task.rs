@@ -260,6 +260,10 @@ pub struct Task {
     pub attempt: u32,
     /// Hidden: owner and expiry while running.
     pub lease: Option<Lease>,
+    /// Hidden: the person who approved the next run of this external task (S2, S13), as the
+    /// journal names them; empty when none did. Only `approve` sets it; the claim clears it.
+    #[serde(default)]
+    pub approved_by: String,
     /// When the row was created.
     pub created_at: Timestamp,
     /// When the row last changed.
@@ -299,6 +303,7 @@ impl Task {
             refresh: false,
             attempt: 0,
             lease: None,
+            approved_by: String::new(),
             created_at: now,
             updated_at: now,
         }
@@ -316,6 +321,8 @@ pub enum Actor {
     Worker(String),
     /// A person.
     Human(String),
+    /// A file imported as foreign input (`daicho import` without `--ledger`): a producer.
+    Import(String),
     /// daicho itself.
     System,
 }
@@ -327,6 +334,7 @@ impl fmt::Display for Actor {
             Actor::Push(name) => write!(f, "push:{name}"),
             Actor::Worker(name) => write!(f, "worker:{name}"),
             Actor::Human(name) => write!(f, "human:{name}"),
+            Actor::Import(name) => write!(f, "import:{name}"),
             Actor::System => f.write_str("system"),
         }
     }

@@ -398,14 +398,15 @@ impl<S: Store + 'static> Engine<S> {
         let Some(config) = self.config.action(action) else {
             return Ok(None);
         };
-        let external = daicho_core::policy::is_external(task, Some(&config.spec));
+        let guard = daicho_core::policy::claim_guard(task, &config.spec, mode);
         let request = ClaimRequest {
             id: task.id,
             worker: self.worker.clone(),
             action: action.to_owned(),
             now: Timestamp::now(),
             lease: self.config.policy.lease,
-            require_run: mode == Mode::Requested || external,
+            require_run: guard.require_run,
+            require_approval: guard.require_approval,
         };
         let claimed = match self.store.claim(request).await? {
             ClaimOutcome::Claimed(task) => *task,

@@ -109,14 +109,15 @@ impl<S: Store + 'static> Engine<S> {
             if filter.action.as_ref().is_some_and(|a| *a != action.name) {
                 continue;
             }
-            let external = daicho_core::policy::is_external(task, Some(action));
+            let guard = daicho_core::policy::claim_guard(task, action, mode);
             let request = ClaimRequest {
                 id: task.id,
                 worker: filter.worker.clone(),
                 action: action.name.clone(),
                 now: Timestamp::now(),
                 lease: self.config.policy.lease,
-                require_run: mode == Mode::Requested || external,
+                require_run: guard.require_run,
+                require_approval: guard.require_approval,
             };
             match self.store.claim(request.clone()).await? {
                 ClaimOutcome::Claimed(task) => {

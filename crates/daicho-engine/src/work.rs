@@ -247,14 +247,15 @@ impl<S: Store + 'static> Engine<S> {
                 let mode = if task.run { Mode::Requested } else { Mode::Auto };
                 match decide(task, mode, &gate) {
                     Ok(action) => {
-                        let external = daicho_core::policy::is_external(task, Some(action));
+                        let guard = daicho_core::policy::claim_guard(task, action, mode);
                         requests.push(ClaimRequest {
                             id: task.id,
                             worker: self.worker.clone(),
                             action: action.name.clone(),
                             now,
                             lease: self.config.policy.lease,
-                            require_run: mode == Mode::Requested || external,
+                            require_run: guard.require_run,
+                            require_approval: guard.require_approval,
                         });
                         *gate.runs_today.by_action.entry(action.name.clone()).or_insert(0) += 1;
                         gate.runs_today.total += 1;

@@ -19,12 +19,12 @@ use std::collections::{HashMap, HashSet};
 
 use daicho_core::dag::{DagError, NewDeps, check_new_deps};
 use daicho_core::edit::{TaskEdit, changed_fields};
-use daicho_core::merge::{incoming_keys, merge_plan_with_keys};
+use daicho_core::merge::incoming_keys;
 use daicho_core::policy::{FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{
     ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, PurgeReport, ReadySet,
-    RestoreReport, Result, RunRecord, SkippedItem, StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
+    RestoreReport, Result, RunRecord, StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
 };
 use deadpool_postgres::{Pool, Transaction};
 use jiff::Timestamp;
@@ -588,7 +588,12 @@ impl Store for PgStore {
     async fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> Result<Task> {
         in_tx!(self, lock, |tx| {
             let before = rows::lock_task(&tx, id).await?.ok_or(StoreError::NotFound(id))?;
-            let after = daicho_store::ends::plan_approve(&before, now)?;
+            let unmet: i32 = tx
+                .query_one("SELECT unmet_deps FROM task WHERE num = $1", &[&(id.num() as i64)])
+                .await
+                .map_err(backend)?
+                .get(0);
+            let after = daicho_store::ends::plan_approve(&before, unmet.max(0) as u32, &actor, now)?;
             if after != before {
                 rows::update_task(&tx, &after).await?;
             }
@@ -785,7 +790,7 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
     let existing: Vec<Task> = rows.iter().map(read_task).collect::<Result<_>>()?;
     let next_id: i64 =
         tx.query_one("SELECT value FROM meta WHERE name = 'next_id'", &[]).await.map_err(backend)?.get(0);
-    let plan = merge_plan_with_keys(&existing, &batch.items, &keys, batch.now, next_id as u64);
+    let plan = batch.plan(&existing, &keys, next_id as u64)?;
     let changes = batch.dep_changes(&plan)?;
     let added: Vec<TaskId> = plan.add.iter().map(|a| a.task.id).collect();
     let leaf = plan.patch.iter().all(|p| p.fields.deps.is_none()) && !anyone_waits_for(tx, &added).await?;
@@ -840,11 +845,7 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
     )
     .await
     .map_err(backend)?;
-    report.skipped = plan
-        .skip
-        .iter()
-        .map(|s| SkippedItem { line: s.line, title: s.title.clone(), id: s.id, reason: s.reason.to_string() })
-        .collect();
+    report.note_plan(batch, &plan);
     Ok(report)
 }
 
@@ -856,7 +857,7 @@ async fn edit_in(
     now: Timestamp,
 ) -> Result<Task> {
     let before = rows::lock_task(tx, id).await?.ok_or(StoreError::NotFound(id))?;
-    let after = edit.apply(&before, now);
+    let after = daicho_store::ends::plan_edit(&before, edit, actor, now)?;
     if after == before {
         return Ok(before);
     }

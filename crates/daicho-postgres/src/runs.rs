@@ -32,29 +32,35 @@ pub(crate) async fn claim_many_in(
     order.sort_unstable();
     let nums: Vec<i64> = order.iter().map(|&i| requests[i].id.num() as i64).collect();
     let require_run: Vec<bool> = order.iter().map(|&i| requests[i].require_run).collect();
+    let require_approval: Vec<bool> = order.iter().map(|&i| requests[i].require_approval).collect();
     let workers: Vec<&str> = order.iter().map(|&i| requests[i].worker.as_str()).collect();
     let nows: Vec<i64> = order.iter().map(|&i| micros(requests[i].now)).collect();
     let expires: Vec<i64> = order.iter().map(|&i| micros(requests[i].now + requests[i].lease)).collect();
     let stmt = tx
         .prepare_cached(&format!(
-            "WITH req AS (SELECT * FROM unnest($1::BIGINT[], $2::BOOLEAN[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[]) \
-                 AS r(rnum, require_run, worker, now, expires)), \
+            "WITH req AS (SELECT * FROM unnest($1::BIGINT[], $2::BOOLEAN[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[], \
+                 $6::BOOLEAN[]) AS r(rnum, require_run, worker, now, expires, require_approval)), \
              picked AS (SELECT t.num AS pnum, t.run AS old_run, t.run_at AS old_run_at, \
-                 t.updated_at AS old_updated_at, req.worker AS new_owner, req.now AS new_now, \
-                 req.expires AS new_expires FROM req CROSS JOIN LATERAL (SELECT num, run, run_at, updated_at \
+                 t.updated_at AS old_updated_at, t.approved_by AS old_approved_by, req.worker AS new_owner, \
+                 req.now AS new_now, req.expires AS new_expires FROM req CROSS JOIN LATERAL \
+                 (SELECT num, run, run_at, updated_at, approved_by \
                  FROM task WHERE num = req.rnum AND status = 'pending' AND unmet_deps = 0 \
                  AND (not_before IS NULL OR not_before <= req.now) AND (NOT req.require_run OR run) \
+                 AND (NOT req.require_approval OR (run AND approved_by <> '')) \
                  FOR UPDATE SKIP LOCKED) AS t \
                  WHERE NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused')) \
-             UPDATE task SET status = 'running', run = false, run_at = picked.new_now, attempt = attempt + 1, \
-                 lease_owner = picked.new_owner, lease_expires_at = picked.new_expires, \
+             UPDATE task SET status = 'running', run = false, approved_by = '', run_at = picked.new_now, \
+                 attempt = attempt + 1, lease_owner = picked.new_owner, lease_expires_at = picked.new_expires, \
                  updated_at = picked.new_now \
              FROM picked WHERE num = picked.pnum \
-             RETURNING {COLUMNS}, picked.old_run, picked.old_run_at, picked.old_updated_at"
+             RETURNING {COLUMNS}, picked.old_run, picked.old_run_at, picked.old_updated_at, picked.old_approved_by"
         ))
         .await
         .map_err(backend)?;
-    let rows = tx.query(&stmt, &[&nums, &require_run, &workers, &nows, &expires]).await.map_err(backend)?;
+    let rows = tx
+        .query(&stmt, &[&nums, &require_run, &workers, &nows, &expires, &require_approval])
+        .await
+        .map_err(backend)?;
     let base = COLUMNS.split(',').count();
     let mut claimed: HashMap<TaskId, Task> = HashMap::with_capacity(rows.len());
     let mut runs = RunInserts::default();
@@ -66,6 +72,7 @@ pub(crate) async fn claim_many_in(
         before.run = row.get(base);
         before.run_at = row.get::<_, Option<i64>>(base + 1).map(crate::rows::time).transpose()?;
         before.updated_at = crate::rows::time(row.get(base + 2))?;
+        before.approved_by = row.get(base + 3);
         before.attempt = after.attempt - 1;
         before.lease = None;
         let i = first[&after.id];

@@ -103,6 +103,8 @@ CREATE TABLE setting (
 "#,
     // 2: project × status counts (the web UI's header, /metrics) from an index alone.
     "CREATE INDEX IF NOT EXISTS task_project_status ON task (project, status);",
+    // 3: who approved an external task's next run (S2, S13); the claim clears it.
+    "ALTER TABLE task ADD COLUMN IF NOT EXISTS approved_by TEXT NOT NULL DEFAULT ''",
 ];
 
 /// Brings the schema up to date. The first process to take the advisory lock migrates; the

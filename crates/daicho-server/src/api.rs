@@ -64,6 +64,8 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(_) => StatusCode::NOT_FOUND,
             StoreError::InvalidInput(_) | StoreError::Dag(_) => StatusCode::BAD_REQUEST,
             StoreError::Conflict(_) | StoreError::LeaseLost { .. } => StatusCode::CONFLICT,
+            StoreError::Refused(daicho_core::authority::Refusal::NotReady { .. }) => StatusCode::CONFLICT,
+            StoreError::Refused(_) => StatusCode::FORBIDDEN,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {

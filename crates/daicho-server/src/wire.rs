@@ -2,7 +2,7 @@
 //! promises no wire format. Field names are the ledger's English column names.
 
 use daicho_core::Task;
-use daicho_store::{JournalEntry, SkippedItem, UpsertReport};
+use daicho_store::{IgnoredField, JournalEntry, SkippedItem, UpsertReport};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -235,6 +235,23 @@ impl From<&SkippedItem> for SkipJson {
             id: s.id.map(|i| i.to_string()),
             reason: s.reason.clone(),
         }
+    }
+}
+
+/// A field only a person writes that a pulled source's item carried, not written (S13).
+#[derive(Debug, Serialize)]
+pub struct IgnoredJson {
+    /// The item's line in its file.
+    pub line: Option<usize>,
+    /// The item's title.
+    pub title: String,
+    /// The field (`run`, `correction`, `result`, `run_at`, `failures`).
+    pub field: &'static str,
+}
+
+impl From<&IgnoredField> for IgnoredJson {
+    fn from(i: &IgnoredField) -> IgnoredJson {
+        IgnoredJson { line: i.line, title: i.title.clone(), field: i.field }
     }
 }
 

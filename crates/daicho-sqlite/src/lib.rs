@@ -22,12 +22,12 @@ use std::time::Duration;
 
 use daicho_core::dag::{NewDeps, check_new_deps};
 use daicho_core::edit::{TaskEdit, changed_fields};
-use daicho_core::merge::{incoming_keys, merge_plan_with_keys};
+use daicho_core::merge::incoming_keys;
 use daicho_core::policy::{FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{
     ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, PurgeReport, ReadySet,
-    RestoreReport, Result, RunRecord, SkippedItem, StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
+    RestoreReport, Result, RunRecord, StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
 };
 use jiff::Timestamp;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -572,7 +572,7 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     let next_id: i64 =
         tx.query_row("SELECT value FROM meta WHERE name = 'next_id'", [], |r| r.get(0)).map_err(backend)?;
     let read = started.elapsed();
-    let plan = merge_plan_with_keys(&existing, &batch.items, &keys, batch.now, next_id as u64);
+    let plan = batch.plan(&existing, &keys, next_id as u64)?;
     let planned = started.elapsed();
 
     let changes = batch.dep_changes(&plan)?;
@@ -644,17 +644,13 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
         write = ?(started.elapsed() - checked),
         "upsert"
     );
-    report.skipped = plan
-        .skip
-        .iter()
-        .map(|s| SkippedItem { line: s.line, title: s.title.clone(), id: s.id, reason: s.reason.to_string() })
-        .collect();
+    report.note_plan(batch, &plan);
     Ok(report)
 }
 
 fn edit_in(tx: &Transaction<'_>, id: TaskId, edit: &TaskEdit, actor: &Actor, now: Timestamp) -> Result<Task> {
     let before = get_task(tx, id)?.ok_or(StoreError::NotFound(id))?;
-    let after = edit.apply(&before, now);
+    let after = daicho_store::ends::plan_edit(&before, edit, actor, now)?;
     if after == before {
         return Ok(before);
     }

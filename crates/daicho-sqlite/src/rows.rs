@@ -10,7 +10,7 @@ use rusqlite::{Row, Transaction, params};
 /// The columns of `task` that make a [`Task`], in the order [`read_task`] reads them.
 pub(crate) const COLUMNS: &str = "num, id_width, project, status, run, title, body, source, evidence, due, \
     assignee, work_type, priority, not_before, action, result, run_at, correction, deps, tags, key, \
-    failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at";
+    failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at, approved_by";
 
 pub(crate) fn micros(t: Timestamp) -> i64 {
     t.as_microsecond()
@@ -72,6 +72,7 @@ pub(crate) fn read_task(row: &Row<'_>) -> rusqlite::Result<Task> {
         },
         created_at: timestamp(26, row.get(26)?)?.unwrap_or_default(),
         updated_at: timestamp(27, row.get(27)?)?.unwrap_or_default(),
+        approved_by: row.get(28)?,
     })
 }
 
@@ -80,9 +81,9 @@ pub(crate) fn insert_task(tx: &Transaction<'_>, t: &Task, unmet_deps: i64) -> ru
     let mut stmt = tx.prepare_cached(
         "INSERT INTO task (num, id_width, project, status, run, title, body, source, evidence, due, \
          assignee, work_type, priority, not_before, action, result, run_at, correction, deps, tags, key, \
-         failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at, unmet_deps) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-         ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
+         failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at, unmet_deps, \
+         approved_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
+         ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)",
     )?;
     stmt.execute(params![
         t.id.num() as i64,
@@ -114,6 +115,7 @@ pub(crate) fn insert_task(tx: &Transaction<'_>, t: &Task, unmet_deps: i64) -> ru
         micros(t.created_at),
         micros(t.updated_at),
         unmet_deps,
+        t.approved_by,
     ])?;
     Ok(())
 }
@@ -125,7 +127,7 @@ pub(crate) fn update_task(tx: &Transaction<'_>, t: &Task) -> rusqlite::Result<()
          evidence = ?8, due = ?9, assignee = ?10, work_type = ?11, priority = ?12, not_before = ?13, \
          action = ?14, result = ?15, run_at = ?16, correction = ?17, deps = ?18, tags = ?19, \
          failures = ?20, refresh = ?21, attempt = ?22, lease_owner = ?23, lease_expires_at = ?24, \
-         updated_at = ?25 WHERE num = ?1",
+         updated_at = ?25, approved_by = ?26 WHERE num = ?1",
     )?;
     stmt.execute(params![
         t.id.num() as i64,
@@ -153,6 +155,7 @@ pub(crate) fn update_task(tx: &Transaction<'_>, t: &Task) -> rusqlite::Result<()
         t.lease.as_ref().map(|l| l.owner.clone()),
         t.lease.as_ref().map(|l| micros(l.expires_at)),
         micros(t.updated_at),
+        t.approved_by,
     ])?;
     Ok(())
 }

@@ -52,10 +52,11 @@ pub(crate) fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<Claim
     let now = micros(req.now);
     let changed = tx
         .prepare_cached(
-            "UPDATE task SET status = 'running', run = 0, run_at = ?2, attempt = attempt + 1, \
-             lease_owner = ?3, lease_expires_at = ?4, updated_at = ?2 \
+            "UPDATE task SET status = 'running', run = 0, approved_by = '', run_at = ?2, \
+             attempt = attempt + 1, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?2 \
              WHERE num = ?1 AND status = 'pending' AND unmet_deps = 0 \
-             AND (not_before IS NULL OR not_before <= ?2) AND (?5 = 0 OR run = 1)",
+             AND (not_before IS NULL OR not_before <= ?2) AND (?5 = 0 OR run = 1) \
+             AND (?6 = 0 OR (run = 1 AND approved_by <> ''))",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -63,7 +64,8 @@ pub(crate) fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<Claim
                 now,
                 req.worker,
                 micros(req.now + req.lease),
-                req.require_run
+                req.require_run,
+                req.require_approval
             ])
         })
         .map_err(backend)?;
@@ -332,7 +334,10 @@ pub(crate) fn approvals_in(tx: &Transaction<'_>) -> Result<Vec<(TaskId, Timestam
 
 pub(crate) fn approve_in(tx: &Transaction<'_>, id: TaskId, actor: &Actor, now: Timestamp) -> Result<Task> {
     let before = get_task(tx, id)?.ok_or(StoreError::NotFound(id))?;
-    let after = daicho_store::ends::plan_approve(&before, now)?;
+    let unmet: u32 = tx
+        .query_row("SELECT unmet_deps FROM task WHERE num = ?1", [id.num() as i64], |r| r.get(0))
+        .map_err(backend)?;
+    let after = daicho_store::ends::plan_approve(&before, unmet, actor, now)?;
     if after != before {
         rows::update_task(tx, &after).map_err(backend)?;
     }

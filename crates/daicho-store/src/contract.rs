@@ -17,7 +17,10 @@ use daicho_core::edit::TaskEdit;
 use daicho_core::{Actor, Item, Status, Task, TaskId};
 use jiff::{SignedDuration, Timestamp};
 
-use crate::{Batch, ClaimOutcome, ClaimRequest, Finish, ListFilter, RunEnd, Store, StoreError, UnknownDeps};
+use crate::{
+    Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, RunEnd, Store, StoreError,
+    UnknownDeps,
+};
 use daicho_core::policy::FailurePolicy;
 
 /// A fresh database of one backend; every [`Backend::open`] opens it again.
@@ -53,6 +56,10 @@ macro_rules! store_contract_tests {
             done_unblocks_dependents_and_requires_run_when_asked,
             s8_paused_claims_nothing,
             s2_approval_queue_is_idempotent,
+            s13_producers_never_write_a_persons_fields,
+            s13_an_id_addresses_a_row_only_with_its_key,
+            s13_only_a_person_edits_and_running_is_a_claims,
+            s2_s13_approval_is_a_persons_of_a_ready_task_and_spent_by_the_claim,
             s9_run_counts_and_stats,
             batched_claims_and_finishes_commit_together,
             batched_claims_decide_each_request_alone,
@@ -99,6 +106,12 @@ fn batch(items: Vec<Item>) -> Batch {
     }
 }
 
+/// A batch written by a person (an import of an exported ledger, a plan): it may carry the
+/// fields only people write (S13).
+fn person_batch(items: Vec<Item>) -> Batch {
+    Batch { actor: Actor::Human("tester".into()), ..batch(items) }
+}
+
 fn id(text: &str) -> TaskId {
     TaskId::parse(text).expect("a task id")
 }
@@ -139,8 +152,12 @@ pub async fn ids_are_never_given_twice<B: Backend>(backend: &B) {
     store.upsert(batch(vec![with_id("a", "T-0001", &[])])).await.expect("upsert");
     let mut b = with_id("b", "T-0001", &[]);
     b.body = "b's body".into();
-    let report = store.upsert(batch(vec![b])).await.expect("upsert");
-    assert!(report.added.is_empty(), "an item with the id of a row is that row, not a new one");
+    let err = store.upsert(batch(vec![b])).await.expect_err("another task's id");
+    assert!(err.to_string().contains("names T-0001, which is another task"), "{err}");
+    let mut a = with_id("a", "T-0001", &[]);
+    a.body = "a's body".into();
+    let report = store.upsert(batch(vec![a])).await.expect("upsert");
+    assert!(report.added.is_empty(), "an item with the id and key of a row is that row, not a new one");
     assert_eq!(report.updated, [id("T-0001")]);
     let report = store.upsert(batch(vec![item("b2"), with_id("c", "T-0003", &[])])).await.expect("upsert");
     assert_eq!(report.added, [id("T-0004"), id("T-0003")], "T-0003 kept; fresh ids count on past it");
@@ -481,6 +498,7 @@ fn claim_request(task: TaskId, worker: &str, now: Timestamp) -> ClaimRequest {
         now,
         lease: SignedDuration::from_mins(30),
         require_run: false,
+        require_approval: false,
     }
 }
 
@@ -516,7 +534,7 @@ pub async fn s1_claim_is_committed_before_the_run_and_fenced_by_attempt<B: Backe
     let store = backend.open().await;
     let mut requested = item("run me");
     requested.run = true;
-    let id = store.upsert(batch(vec![requested])).await.expect("upsert").added[0];
+    let id = store.upsert(person_batch(vec![requested])).await.expect("upsert").added[0];
     let task = claimed(&store, claim_request(id, "w1", t0())).await;
     // What an executor reading the ledger at its start sees (read through a second store).
     let seen = backend.open().await.get(id).await.expect("get").expect("row");
@@ -681,6 +699,181 @@ pub async fn s2_approval_queue_is_idempotent<B: Backend>(backend: &B) {
     assert_eq!(journal.last().map(|e| (e.kind.as_str(), e.actor.as_str())), Some(("approve", "human:boss")));
 }
 
+/// Every row and the whole journal, for "nothing changed" checks.
+async fn snapshot<S: Store>(store: &S) -> (Vec<Task>, Vec<Vec<JournalEntry>>) {
+    let rows = all(store).await;
+    let mut journals = Vec::new();
+    for row in &rows {
+        journals.push(store.journal(row.id).await.expect("journal"));
+    }
+    (rows, journals)
+}
+
+/// S13, M4: a producer's (push, import of a foreign file) or an agent's item that carries
+/// `run`, `correction`, `result`, `run_at` or `failures` is refused whole, naming the field
+/// and the line; a pulled source's are left out and reported; a person's import keeps them.
+pub async fn s13_producers_never_write_a_persons_fields<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    store.upsert(batch(vec![item("already here")])).await.expect("upsert");
+    let before = snapshot(&store).await;
+    type Offer = (&'static str, fn(&mut Item));
+    let offers: [Offer; 5] = [
+        ("run", |i| i.run = true),
+        ("correction", |i| i.correction = "send it now".into()),
+        ("result", |i| i.result = "sent".into()),
+        ("run_at", |i| i.run_at = Some(t0())),
+        ("failures", |i| i.failures = 2),
+    ];
+    for actor in
+        [Actor::Push("bot".into()), Actor::Import("foreign".into()), Actor::Worker("mcp:agent".into())]
+    {
+        for (field, set) in offers {
+            let mut carrying = item("new work");
+            carrying.line = Some(2);
+            set(&mut carrying);
+            let mut plain = item("plain");
+            plain.line = Some(1);
+            let batch = Batch { actor: actor.clone(), ..batch(vec![plain, carrying]) };
+            let err = store.upsert(batch).await.expect_err("refused");
+            let text = err.to_string();
+            assert!(text.starts_with("contract.json:2: field '"), "{actor} {field}: {text}");
+            assert!(text.contains(&format!("field '{field}' is written only by a person")), "{text}");
+            assert_eq!(snapshot(&store).await, before, "{actor} {field}: nothing written");
+        }
+    }
+    let mut pulled = item("from the sheet");
+    pulled.correction = "a column the sheet has".into();
+    pulled.run = true;
+    pulled.line = Some(4);
+    let report = store
+        .upsert(Batch { actor: Actor::Sync("sheet".into()), ..batch(vec![pulled.clone()]) })
+        .await
+        .expect("sync");
+    let fields: Vec<&str> = report.ignored.iter().map(|i| i.field).collect();
+    assert_eq!(fields, ["run", "correction"]);
+    assert_eq!(report.ignored[0].line, Some(4));
+    let row = store.get(report.added[0]).await.expect("get").expect("row");
+    assert_eq!((row.run, row.correction.as_str()), (false, ""), "a pulled source writes neither");
+    let mut exported = item("from my export");
+    exported.correction = "shorter".into();
+    exported.failures = 1;
+    let report = store.upsert(person_batch(vec![exported])).await.expect("a person's import");
+    let row = store.get(report.added[0]).await.expect("get").expect("row");
+    assert_eq!((row.correction.as_str(), row.failures), ("shorter", 1));
+}
+
+/// S13, M1: an item naming the id of an existing row addresses it only with the row's key
+/// (source + normalized title) or its current source and title; otherwise the whole input is
+/// refused naming both keys, across sources and projects; one id twice in one input is
+/// refused naming both lines.
+pub async fn s13_an_id_addresses_a_row_only_with_its_key<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let mut manual = Item::new("Call the customer", "cli");
+    manual.project = "PJ-01".into();
+    let mut plan_a = Item::new("Write the draft", "plan.md");
+    plan_a.ref_id = Some("T-0001".into());
+    plan_a.project = "PJ-01".into();
+    store.upsert(person_batch(vec![plan_a.clone()])).await.expect("plan of PJ-01");
+    store.upsert(person_batch(vec![manual])).await.expect("manual task");
+    let before = snapshot(&store).await;
+
+    // A push naming the person's manual task T-0002 with another title and source.
+    let mut hijack = Item::new("x", "bot");
+    hijack.ref_id = Some("T-0002".into());
+    hijack.tags = daicho_core::Tags::parse_list("ai");
+    hijack.action = "publish".into();
+    hijack.line = Some(1);
+    let err = store
+        .upsert(Batch { actor: Actor::Push("bot".into()), ..batch(vec![hijack]) })
+        .await
+        .expect_err("another task's id");
+    let text = err.to_string();
+    assert!(text.contains("names T-0002, which is another task of project PJ-01"), "{text}");
+    assert!(text.contains("'cli|callthecustomer'") && text.contains("'bot|x'"), "both keys: {text}");
+    // Another project's plan file with the same ids, synced.
+    let mut plan_b = Item::new("Write the draft", "pj02/plan.md");
+    plan_b.ref_id = Some("T-0001".into());
+    plan_b.project = "PJ-02".into();
+    plan_b.assignee = "writer".into();
+    plan_b.line = Some(3);
+    let err = store
+        .upsert(Batch { actor: Actor::Sync("pj02".into()), ..batch(vec![plan_b]) })
+        .await
+        .expect_err("another project's row");
+    assert!(err.to_string().contains("contract.json:3: names T-0001"), "{err}");
+    assert_eq!(snapshot(&store).await, before, "nothing written");
+
+    // The same task under its own id still fills its empty cells.
+    plan_a.assignee = "writer".into();
+    let report =
+        store.upsert(Batch { actor: Actor::Sync("plan".into()), ..batch(vec![plan_a]) }).await.expect("same");
+    assert_eq!(report.updated, [id("T-0001")]);
+    // One id twice in one input.
+    let mut first = with_id("one", "T-0900", &[]);
+    first.line = Some(3);
+    let mut second = with_id("two", "T-900", &[]);
+    second.line = Some(8);
+    let err = store.upsert(batch(vec![first, second])).await.expect_err("duplicate id");
+    assert_eq!(
+        err.to_string(),
+        "contract.json:8: id 'T-900' appears twice in this input: here and at line 3"
+    );
+}
+
+/// S13: only a person edits a row, and no edit sets `running` (a claim's alone).
+pub async fn s13_only_a_person_edits_and_running_is_a_claims<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let task = store.upsert(batch(vec![item("a")])).await.expect("upsert").added[0];
+    let before = snapshot(&store).await;
+    let running = TaskEdit { status: Some(Status::Running), ..TaskEdit::default() };
+    let err = store.edit(task, running, Actor::Human("ana".into()), t0()).await.expect_err("running by hand");
+    assert!(matches!(err, StoreError::Refused(_)), "{err:?}");
+    for actor in [Actor::Push("bot".into()), Actor::Worker("w".into()), Actor::Sync("s".into())] {
+        let tick = TaskEdit { run: Some(true), correction: Some("x".into()), ..TaskEdit::default() };
+        let err = store.edit(task, tick, actor.clone(), t0()).await.expect_err("not a person");
+        assert!(err.to_string().contains("only a person may edit a task"), "{actor}: {err}");
+    }
+    assert_eq!(snapshot(&store).await, before, "nothing written");
+}
+
+/// S2, S13: only a person approves, and only a `pending` task whose deps are done; the
+/// approval names the person; a claim that requires an approval finds it or claims nothing,
+/// and spends it. A ▶ tick alone is no approval.
+pub async fn s2_s13_approval_is_a_persons_of_a_ready_task_and_spent_by_the_claim<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let items = vec![with_id("draft", "T-503", &[]), with_id("publish", "T-504", &["T-503"])];
+    store.upsert(batch(items)).await.expect("upsert");
+    let publish = id("T-504");
+    let err = store.approve(publish, Actor::Human("ana".into()), t0()).await.expect_err("deps not done");
+    assert!(
+        err.to_string().starts_with("T-504 is not ready to approve: it waits for 1 unfinished dep"),
+        "{err}"
+    );
+    assert!(!store.get(publish).await.expect("get").expect("row").run, "nothing ticked");
+    set_status(&store, id("T-503"), Status::Done).await;
+    for actor in [Actor::Push("bot".into()), Actor::Worker("mcp:agent".into()), Actor::System] {
+        let err = store.approve(publish, actor.clone(), t0()).await.expect_err("not a person");
+        assert!(matches!(err, StoreError::Refused(_)), "{actor}: {err:?}");
+    }
+    // A person's ▶ tick is a request, not an approval.
+    let tick = TaskEdit { run: Some(true), ..TaskEdit::default() };
+    store.edit(publish, tick, Actor::Human("ana".into()), t0()).await.expect("tick");
+    let external =
+        ClaimRequest { require_run: true, require_approval: true, ..claim_request(publish, "w", t0()) };
+    assert_eq!(store.claim(external.clone()).await.expect("claim"), ClaimOutcome::NotClaimable);
+    let approved = store.approve(publish, Actor::Human("boss".into()), t0()).await.expect("approve");
+    assert_eq!((approved.run, approved.approved_by.as_str()), (true, "human:boss"));
+    let claimed = claimed(&store, external.clone()).await;
+    assert_eq!((claimed.run, claimed.approved_by.as_str()), (false, ""), "the claim spends the approval");
+    let lost = finish(&claimed, "w", RunEnd::Failure { error: "smtp down".into(), timeout: false });
+    store.finish(lost).await.expect("fail");
+    assert_eq!(
+        store.claim(external).await.expect("claim"),
+        ClaimOutcome::NotClaimable,
+        "a retry needs a new approval"
+    );
+}
+
 /// S9: runs are counted per action for the daily caps; stats add up outcomes and tokens.
 pub async fn s9_run_counts_and_stats<B: Backend>(backend: &B) {
     let store = backend.open().await;
@@ -740,7 +933,7 @@ pub async fn batched_claims_decide_each_request_alone<B: Backend>(backend: &B) {
         with_id("unticked", "T-4", &[]),
         ticked,
     ];
-    store.upsert(batch(items)).await.expect("upsert");
+    store.upsert(person_batch(items)).await.expect("upsert");
     let edited = store
         .edit(
             id("T-1"),
@@ -799,6 +992,7 @@ pub async fn d4_replan_drops_the_old_open_tasks_in_the_same_transaction<B: Backe
     let old = store.upsert(batch(vec![item("old step 1"), item("old step 2")])).await.expect("plan").added;
     set_status(&store, old[0], Status::Done).await;
     let cyclic = batch(vec![with_id("new a", "a", &["b"]), with_id("new b", "b", &["a"])]);
+    let cyclic = Batch { actor: Actor::Human("planner".into()), ..cyclic };
     assert!(store.replan(cyclic, old.clone()).await.is_err(), "a cycle is refused");
     assert_eq!(
         store.get(old[1]).await.expect("get").expect("row").status,
@@ -806,7 +1000,7 @@ pub async fn d4_replan_drops_the_old_open_tasks_in_the_same_transaction<B: Backe
         "nothing dropped"
     );
     let report = store
-        .replan(batch(vec![with_id("new a", "a", &[]), with_id("new b", "b", &["a"])]), old.clone())
+        .replan(person_batch(vec![with_id("new a", "a", &[]), with_id("new b", "b", &["a"])]), old.clone())
         .await
         .expect("replan");
     assert_eq!(report.added.len(), 2);

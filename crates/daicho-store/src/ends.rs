@@ -61,22 +61,36 @@ pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
     })
 }
 
-/// A person's approval (S2) of `before`: the row with `run` ticked.
+/// A person's approval (S2) of `before`, whose deps not yet done number `unmet_deps`: the
+/// row with `run` ticked and the approving person recorded (`approved_by`, spent by the claim).
 ///
 /// # Errors
 ///
-/// [`StoreError::Conflict`] unless the row is `pending`.
-pub fn plan_approve(before: &Task, now: Timestamp) -> Result<Task> {
-    if before.status != daicho_core::Status::Pending {
-        return Err(StoreError::Conflict(format!(
-            "{} is {}; only a pending task can be approved",
-            before.id, before.status
-        )));
-    }
+/// [`StoreError::Refused`] unless `actor` is a person and the row is `pending` with every dep
+/// done (S13: a task enters the approval queue, and can be approved, only when it could run).
+pub fn plan_approve(before: &Task, unmet_deps: u32, actor: &Actor, now: Timestamp) -> Result<Task> {
+    daicho_core::authority::check_approve(actor, before, unmet_deps)?;
     let mut after = before.clone();
     after.run = true;
+    after.approved_by = actor.to_string();
     after.updated_at = now;
     Ok(after)
+}
+
+/// A person's edit of `before` (F1), checked against the authority model (S13): the row
+/// afterwards.
+///
+/// # Errors
+///
+/// [`StoreError::Refused`] when the actor is no person or the edit sets `running`.
+pub fn plan_edit(
+    before: &Task,
+    edit: &daicho_core::edit::TaskEdit,
+    actor: &Actor,
+    now: Timestamp,
+) -> Result<Task> {
+    daicho_core::authority::check_edit(actor, before, edit)?;
+    Ok(edit.apply(before, now))
 }
 
 /// A lost run (S4): the `running` row `before` whose lease expired by `now` gets one timeout

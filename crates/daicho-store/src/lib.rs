@@ -46,6 +46,10 @@ pub enum StoreError {
         /// The stale attempt.
         attempt: u32,
     },
+    /// The writer may not do this (S13): only a person edits, approves, or sets `running`
+    /// by a claim.
+    #[error(transparent)]
+    Refused(#[from] daicho_core::authority::Refusal),
     /// The database failed or could not be opened.
     #[error("database: {0}")]
     Backend(String),
@@ -101,6 +105,44 @@ pub struct UpsertReport {
     pub updated: Vec<TaskId>,
     /// Items skipped, with reasons.
     pub skipped: Vec<SkippedItem>,
+    /// Fields only a person writes that a pulled source's items carried: not written (S13).
+    pub ignored: Vec<IgnoredField>,
+}
+
+/// A person-only field a pulled source offered and the upsert did not write (S13).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IgnoredField {
+    /// The item's line in its file.
+    pub line: Option<usize>,
+    /// The item's title.
+    pub title: String,
+    /// The field (`run`, `correction`, `result`, `run_at`, `failures`).
+    pub field: &'static str,
+}
+
+impl UpsertReport {
+    /// Takes the skips and ignored fields of the plan that was applied (both backends).
+    pub fn note_plan(&mut self, batch: &Batch, plan: &daicho_core::Plan) {
+        self.skipped = plan
+            .skip
+            .iter()
+            .map(|s| SkippedItem {
+                line: s.line,
+                title: s.title.clone(),
+                id: s.id,
+                reason: s.reason.to_string(),
+            })
+            .collect();
+        self.ignored = plan
+            .ignored
+            .iter()
+            .map(|n| IgnoredField {
+                line: n.line,
+                title: batch.items.get(n.index).map(|i| i.title.clone()).unwrap_or_default(),
+                field: n.field.name(),
+            })
+            .collect();
+    }
 }
 
 /// Which rows [`Store::list`] returns; every set field must match.
@@ -174,6 +216,9 @@ pub struct ClaimRequest {
     pub lease: SignedDuration,
     /// Claim only if the ▶ run box is ticked (a requested or approved run); the flag is cleared.
     pub require_run: bool,
+    /// Claim only if a person approved this run (an external task, S2, S13): ▶ run ticked by
+    /// `approve`, with the approving person recorded. The claim spends the approval.
+    pub require_approval: bool,
 }
 
 /// What a claim got.
@@ -420,7 +465,8 @@ pub trait Store: Send + Sync {
 
     /// Claims one task for a run (S1), in one committed transaction: only if the kill switch is
     /// off, the row is `pending` and ready (deps done, `not_before` passed) and, with
-    /// `require_run`, its ▶ box is ticked. The row becomes `running` with `run = false`,
+    /// `require_run`, its ▶ box is ticked, and with `require_approval`, a person approved the
+    /// run (`approved_by` set). The row becomes `running` with `run = false`, no approval,
     /// `run_at = now`, attempt + 1 and a lease to `worker` until `now + lease`; a run record
     /// and a journal entry are written. Only after this returns `Claimed` may the executor
     /// start.
@@ -562,6 +608,54 @@ pub trait Store: Send + Sync {
 }
 
 impl Batch {
+    /// Decides how the batch merges (`merge_plan_with_keys` under the authority of the batch's
+    /// actor, S13) and refuses the whole batch when the plan says so: the one place both
+    /// backends decide an upsert.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::InvalidInput`] naming the item's file and line: a person-only field from a
+    /// producer, an id that names another task (both keys given), an id twice in the input
+    /// (both lines given).
+    pub fn plan(
+        &self,
+        existing: &[Task],
+        keys: &[Option<String>],
+        next_id: u64,
+    ) -> Result<daicho_core::Plan> {
+        use daicho_core::authority::{Authority, refused_field_reason};
+        use daicho_core::merge::{Refused, merge_plan_with_keys};
+
+        let authority = Authority::of(&self.actor);
+        let plan = merge_plan_with_keys(existing, &self.items, keys, authority, self.now, next_id);
+        let Some(refused) = &plan.refused else { return Ok(plan) };
+        let reason = match refused {
+            Refused::PersonField(note) => refused_field_reason(&self.actor, note.field),
+            Refused::IdOfAnotherTask { id, row_key, item_key, .. } => {
+                let project = existing
+                    .iter()
+                    .find(|t| t.id == *id)
+                    .filter(|t| !t.project.is_empty())
+                    .map(|t| format!(" of project {}", t.project))
+                    .unwrap_or_default();
+                format!(
+                    "names {id}, which is another task{project}: its key is '{row_key}', this item's is \
+                     '{item_key}'; an id addresses a row only with the same source and title (M1, S13) — \
+                     drop the id to add a new task"
+                )
+            }
+            Refused::DuplicateId { first_index, reference, .. } => {
+                let first = &self.items[*first_index];
+                let at = match first.line {
+                    Some(line) => format!("line {line}"),
+                    None => format!("item #{}", first_index + 1),
+                };
+                format!("id '{reference}' appears twice in this input: here and at {at}")
+            }
+        };
+        Err(self.error_at(Some(refused.index()), reason))
+    }
+
     /// The dependency edges a merge plan of this batch adds or replaces, for
     /// `daicho_core::dag::check_new_deps`, each with its item as origin.
     ///

@@ -133,7 +133,7 @@ async fn i2_a_person_works_the_ledger_and_the_approval_queue_in_a_real_browser()
     let mut reviewed = item("Check the figures", "PJ-02", "work", "ai");
     reviewed.status = Some(Status::Review);
     reviewed.result = "figures: 3 tables".into();
-    let ids = server.push(vec![late, hostile, external, reviewed]).await;
+    let ids = server.seed(vec![late, hostile, external, reviewed]).await;
     server.store.queue_approvals(vec![ids[2]], jiff::Timestamp::now()).await.expect("queue");
     let client = browser(&driver).await;
     {

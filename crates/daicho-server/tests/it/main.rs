@@ -2,6 +2,7 @@
 //! ephemeral loopback port; the browser tests drive a real headless Chromium.
 
 mod api;
+mod authority;
 mod browser;
 mod concurrency;
 
@@ -88,9 +89,19 @@ impl TestServer {
 
     /// Upserts items as a producer would.
     pub async fn push(&self, items: Vec<Item>) -> Vec<daicho_core::TaskId> {
+        self.upsert(items, Actor::Push("test".into())).await
+    }
+
+    /// Upserts items as a person's import of an exported ledger would: they may carry a result,
+    /// a correction or ▶ run (S13).
+    pub async fn seed(&self, items: Vec<Item>) -> Vec<daicho_core::TaskId> {
+        self.upsert(items, Actor::Human("seed".into())).await
+    }
+
+    async fn upsert(&self, items: Vec<Item>, actor: Actor) -> Vec<daicho_core::TaskId> {
         let batch = Batch {
             items,
-            actor: Actor::Push("test".into()),
+            actor,
             now: jiff::Timestamp::now(),
             file: "test".into(),
             unknown_deps: UnknownDeps::Refuse,

@@ -200,8 +200,15 @@ async fn walk(seed: u64) -> usize {
                 let worker = WORKERS[rng.below(2) as usize];
                 let require_run = rng.chance(3);
                 let lease = SignedDuration::from_secs(30 + rng.below(60) as i64);
-                let request =
-                    ClaimRequest { id, worker: worker.into(), action: "act".into(), now, lease, require_run };
+                let request = ClaimRequest {
+                    id,
+                    worker: worker.into(),
+                    action: "act".into(),
+                    now,
+                    lease,
+                    require_run,
+                    require_approval: false,
+                };
                 let ready = model.ready(now);
                 let outcome = store.claim(request).await.expect("claim");
                 let claimable = !model.paused

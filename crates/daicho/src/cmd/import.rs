@@ -17,8 +17,13 @@ use crate::wire::ImportJson;
 /// All files are read first and merged in one transaction, so a task list and its done file
 /// (tasks.md tasks-done.md) resolve each other's dependencies. Rows already in the ledger are
 /// matched by source and normalized title: closed rows are left alone, open rows only get
-/// their empty cells filled. Any bad line refuses the whole import with file, line and
-/// reason, and the ledger is unchanged.
+/// their empty cells filled. An id in a file addresses a row only with that row's source and
+/// title. Any bad line refuses the whole import with file, line and reason, and the ledger is
+/// unchanged.
+///
+/// A file is foreign input unless --ledger says it is an export of your own ledger: a foreign
+/// item that sets run, correction, result, run_at or failures is refused (only a person writes
+/// them). No import approves an external task.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The files (`-` reads standard input).
@@ -33,6 +38,10 @@ pub struct Args {
     /// The project of items that name none.
     #[arg(long, short, default_value = "")]
     pub project: String,
+    /// The files are an export of your own ledger (`daicho export`): keep the fields only a
+    /// person writes (run, correction, result, run_at, failures); journaled as you.
+    #[arg(long)]
+    pub ledger: bool,
 }
 
 /// Runs `daicho import`.
@@ -54,7 +63,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     progress.start(&format!("writing {} items in one transaction", items.len()));
     let batch = Batch {
         items,
-        actor: Actor::Sync(source),
+        actor: if args.ledger { Actor::Human(ctx.user.clone()) } else { Actor::Import(source) },
         now: jiff::Timestamp::now(),
         file: names.join(", "),
         unknown_deps: UnknownDeps::Refuse,

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::Context;
 use crate::ledger::AnyStore;
 use crate::output;
-use crate::wire::SkipJson;
+use crate::wire::{IgnoredJson, SkipJson};
 
 /// Pull the sources of daicho.toml into the ledger: each source in its own transaction, through
 /// the merge rules (rows never deleted, closed rows and people's cells never touched). A source
@@ -37,6 +37,9 @@ pub struct SourceJson {
     pub truncated: usize,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skips: Vec<SkipJson>,
+    /// Fields only a person writes that the source's items carried: not written (S13).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<IgnoredJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -65,6 +68,7 @@ pub async fn pull_all(
             skipped: 0,
             truncated: 0,
             skips: Vec::new(),
+            ignored: Vec::new(),
             error: None,
         };
         let outcome = async {
@@ -85,6 +89,16 @@ pub async fn pull_all(
                 result.updated = report.updated.len();
                 result.skipped = report.skipped.len();
                 result.skips = report.skipped.iter().map(SkipJson::from).collect();
+                for ignored in &report.ignored {
+                    tracing::warn!(
+                        source = %source.name,
+                        line = ?ignored.line,
+                        title = %ignored.title,
+                        "field '{}' ignored: only a person writes it (S13)",
+                        ignored.field
+                    );
+                }
+                result.ignored = report.ignored.iter().map(IgnoredJson::from).collect();
             }
             Err(e) => {
                 tracing::warn!(source = %source.name, "sync failed: {e:#}");
@@ -121,10 +135,23 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|r| match &r.error {
                 Some(e) => format!("{}: FAILED: {e}", r.source),
-                None => format!(
-                    "{}: {} read, {} added, {} updated, {} skipped, {} truncated",
-                    r.source, r.read, r.added, r.updated, r.skipped, r.truncated
-                ),
+                None => {
+                    let mut line = format!(
+                        "{}: {} read, {} added, {} updated, {} skipped, {} truncated",
+                        r.source, r.read, r.added, r.updated, r.skipped, r.truncated
+                    );
+                    if !r.ignored.is_empty() {
+                        let mut fields: Vec<&str> = r.ignored.iter().map(|i| i.field).collect();
+                        fields.sort_unstable();
+                        fields.dedup();
+                        line.push_str(&format!(
+                            ", {} field(s) ignored ({}: only a person writes them)",
+                            r.ignored.len(),
+                            fields.join(", ")
+                        ));
+                    }
+                    line
+                }
             })
             .collect();
         output::print(&lines.join("\n"))?;

@@ -47,7 +47,7 @@ fn x3_export_then_import_gives_back_the_same_ledger_in_every_format() {
         let exported = original.run(&["export", "--format", format]).ok().stdout;
         let copy = Ledger::new();
         let path = copy.file(&format!("ledger.{extension}"), &exported);
-        copy.run(&["import", &path]).ok();
+        copy.run(&["import", "--ledger", &path]).ok();
         let again = copy.run(&["export", "--format", format]).ok().stdout;
         assert_eq!(again, exported, "{format}: export → import → export differs");
         // Every visible field survives, whichever format carried it.
@@ -62,7 +62,7 @@ fn x3_export_then_import_gives_back_the_same_ledger_in_every_format() {
                 .collect::<Vec<_>>()
         };
         assert_eq!(strip(copy.tasks()), strip(original.tasks()), "{format}: rows differ");
-        let reimport = copy.run(&["import", &path, "--json"]).ok();
+        let reimport = copy.run(&["import", "--ledger", &path, "--json"]).ok();
         let report: serde_json::Value = reimport.json();
         assert_eq!(
             (report["added"].as_u64(), report["updated"].as_u64()),
@@ -82,7 +82,7 @@ fn x3_csv_with_japanese_headers_round_trips() {
     );
     assert!(exported.contains(",要人手,"));
     let copy = Ledger::new();
-    copy.run(&["import", &copy.file("台帳.csv", &exported)]).ok();
+    copy.run(&["import", "--ledger", &copy.file("台帳.csv", &exported)]).ok();
     assert_eq!(copy.run(&["export", "--format", "csv", "--ja"]).ok().stdout, exported);
 }
 
@@ -128,8 +128,13 @@ fn reimporting_one_file_or_a_renamed_row_adds_no_duplicate() {
     let ledger = Ledger::new();
     ledger.run(&["import", &fixture("tasks-open.md"), &fixture("tasks-done.md")]).ok();
     ledger.run(&["set", "T-0003", "--title", "テスト作成 v2"]).ok();
-    // Alone, the done file's items get another default source (another key): the ids match.
-    let report: serde_json::Value = ledger.run(&["import", &fixture("tasks-done.md"), "--json"]).ok().json();
+    // Alone, the done file's items get another default source (another key): their ids name
+    // rows of another source, so the import is refused (S13); under their own source they match.
+    let alone = ledger.run(&["import", &fixture("tasks-done.md")]);
+    assert_eq!(alone.code, 1);
+    assert!(alone.stderr.contains("names T-0001, which is another task"), "{}", alone.stderr);
+    let report: serde_json::Value =
+        ledger.run(&["import", &fixture("tasks-done.md"), "--source", "tasks-open", "--json"]).ok().json();
     assert_eq!(report["added"], 0, "{report}");
     let out = crate::path_in(&ledger, "ledger.json");
     ledger.run(&["export", "--out", out.to_str().unwrap()]).ok();

@@ -231,3 +231,32 @@ async fn i4_answers_are_compact_and_long_text_is_cut() {
     assert_eq!(whole["correction"].as_str().unwrap().len(), 5000);
     client.cancel().await.expect("close");
 }
+
+/// S13, M4, I4: the MCP `push` tool is a producer's: an item carrying a field only a person
+/// writes (a correction, ▶ run) is refused naming it, and nothing is written.
+#[tokio::test]
+async fn s13_the_mcp_push_tool_never_writes_a_persons_fields() {
+    let ledger = Ledger::new();
+    ledger.file("daicho.toml", CONFIG);
+    push(&ledger, r#"[{"title": "Write the parser", "action": "write", "tags": "ai"}]"#);
+    let before = (ledger.export(), ledger.run(&["log", "T-0001", "--json"]).ok().stdout);
+    let client = connect(&ledger, &["mcp"]).await;
+    for (field, value) in
+        [("correction", json!("ignore the review")), ("run", json!(true)), ("result", json!("ok"))]
+    {
+        let tasks = json!([{ "title": "post it", "action": "publish", field: value }]);
+        let (answer, is_error) = call(&client, "push", json!({ "tasks": tasks })).await;
+        assert!(is_error, "{field}: {answer}");
+        let text = answer.as_str().unwrap_or_default();
+        assert!(text.contains(&format!("field '{field}' is written only by a person")), "{text}");
+    }
+    let (answer, is_error) = call(
+        &client,
+        "push",
+        json!({ "tasks": [{ "id": "T-0001", "title": "other", "action": "publish" }] }),
+    )
+    .await;
+    assert!(is_error && answer.as_str().unwrap_or_default().contains("another task"), "{answer}");
+    client.cancel().await.expect("close");
+    assert_eq!((ledger.export(), ledger.run(&["log", "T-0001", "--json"]).ok().stdout), before);
+}

@@ -1,0 +1,306 @@
+//! Who may write what (S13): the authority model, decided here once for every channel.
+//!
+//! Every write names its [`Actor`]. The actor's [`Authority`] decides what the write may carry:
+//!
+//! | authority | actors | may set `run`, `correction`, `result`, `run_at`, `failures` | may edit, approve |
+//! |---|---|---|---|
+//! | [`Authority::Person`] | `human:<name>` (CLI, web UI, API edits), `system` | yes | yes |
+//! | [`Authority::Producer`] | `push:<source>` (CLI, API, MCP, executor output), `import:<source>` | refused whole | no |
+//! | [`Authority::Puller`] | `sync:<source>` (configured sources) | ignored and reported | no |
+//! | [`Authority::Agent`] | `worker:<id>` (runs, remote workers, MCP claims) | refused whole | no |
+//!
+//! Whatever the authority, `running` is set by a claim only (a person's edit cannot set it), an
+//! approval is a person's act on a task that is ready, and an item that names an id addresses
+//! that row only when it is the same task (see [`crate::merge`]).
+
+use std::fmt;
+
+use crate::edit::TaskEdit;
+use crate::item::Item;
+use crate::task::{Actor, Status, Task};
+
+/// What an actor may write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Authority {
+    /// A person (or daicho itself on a person's command): every field.
+    Person,
+    /// A producer pushing or a foreign file imported: never a person's fields; an item carrying
+    /// one is refused whole.
+    Producer,
+    /// A configured source pulled by sync: never a person's fields; they are ignored and
+    /// reported, so a sheet with a result column still syncs.
+    Puller,
+    /// An agent or worker: reports only on its own claims (fenced by attempt); its found tasks
+    /// are a producer's.
+    Agent,
+}
+
+impl Authority {
+    /// The authority of an actor.
+    pub fn of(actor: &Actor) -> Authority {
+        match actor {
+            Actor::Human(_) | Actor::System => Authority::Person,
+            Actor::Push(_) | Actor::Import(_) => Authority::Producer,
+            Actor::Sync(_) => Authority::Puller,
+            Actor::Worker(_) => Authority::Agent,
+        }
+    }
+
+    /// Whether new rows written with this authority keep an item's person-only fields.
+    pub fn keeps_person_fields(self) -> bool {
+        self == Authority::Person
+    }
+}
+
+/// A field only a person writes (M4, C1, S2, S3, S13).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PersonField {
+    /// The ▶ run checkbox.
+    Run,
+    /// 修正指示.
+    Correction,
+    /// 実行結果 (a run's, or a person's).
+    Result,
+    /// 実行日時.
+    RunAt,
+    /// The failure counter.
+    Failures,
+}
+
+impl PersonField {
+    /// The field's name as items and the ledger's columns spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PersonField::Run => "run",
+            PersonField::Correction => "correction",
+            PersonField::Result => "result",
+            PersonField::RunAt => "run_at",
+            PersonField::Failures => "failures",
+        }
+    }
+
+    /// The person-only fields an item sets (non-empty, non-zero, true), in column order.
+    pub fn set_in(item: &Item) -> Vec<PersonField> {
+        let mut fields = Vec::new();
+        if item.run {
+            fields.push(PersonField::Run);
+        }
+        if !item.result.is_empty() {
+            fields.push(PersonField::Result);
+        }
+        if item.run_at.is_some() {
+            fields.push(PersonField::RunAt);
+        }
+        if !item.correction.is_empty() {
+            fields.push(PersonField::Correction);
+        }
+        if item.failures != 0 {
+            fields.push(PersonField::Failures);
+        }
+        fields
+    }
+}
+
+impl fmt::Display for PersonField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A person-only field an item carried: refused (producers, agents) or ignored (pullers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldNote {
+    /// Index of the item in the input.
+    pub index: usize,
+    /// Line of the item in its file.
+    pub line: Option<usize>,
+    /// The field.
+    pub field: PersonField,
+}
+
+/// How a batch's person-only fields are treated.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Screen {
+    /// The first person-only field found where the authority refuses the batch.
+    pub refused: Option<FieldNote>,
+    /// Person-only fields a puller's items carried; they are not written.
+    pub ignored: Vec<FieldNote>,
+}
+
+/// Screens a batch of items written with `authority` for fields only a person writes.
+pub fn screen(authority: Authority, items: &[Item]) -> Screen {
+    let mut screen = Screen::default();
+    if authority == Authority::Person {
+        return screen;
+    }
+    for (index, item) in items.iter().enumerate() {
+        for field in PersonField::set_in(item) {
+            let note = FieldNote { index, line: item.line, field };
+            if authority == Authority::Puller {
+                screen.ignored.push(note);
+            } else {
+                screen.refused = Some(note);
+                return screen;
+            }
+        }
+    }
+    screen
+}
+
+/// The reason given when a producer's item carries a person-only field.
+pub fn refused_field_reason(actor: &Actor, field: PersonField) -> String {
+    format!(
+        "field '{field}' is written only by a person (S13); {actor} may not set it — remove it from the item{}",
+        match actor {
+            Actor::Import(_) => ", or import an export of your own ledger with `daicho import --ledger`",
+            _ => "",
+        }
+    )
+}
+
+/// Why an edit or an approval is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// Only a person edits rows and approves.
+    #[error("only a person may {what}; {actor} may not (S13)")]
+    NotAPerson {
+        /// What was attempted.
+        what: &'static str,
+        /// Who attempted it.
+        actor: String,
+    },
+    /// `running` is set by a claim only.
+    #[error("{id}: `running` is set only by a claim (`daicho run {id}` runs it now)")]
+    RunningByHand {
+        /// The task.
+        id: crate::TaskId,
+    },
+    /// An approval of a task that cannot run yet (S2: it enters the queue when its deps are done).
+    #[error("{id} is not ready to approve: {why}; approve it when it shows in the approval queue")]
+    NotReady {
+        /// The task.
+        id: crate::TaskId,
+        /// Why it is not ready.
+        why: String,
+    },
+}
+
+/// Checks a person's edit of `before` (S13): the actor must be a person, and no edit sets
+/// `running` (a claim's alone). Moving a row that is `running` elsewhere (to `pending`, say)
+/// stays a person's right: it ends the lease and the run's later writes are fenced out.
+///
+/// # Errors
+///
+/// The [`Refusal`].
+pub fn check_edit(actor: &Actor, before: &Task, edit: &TaskEdit) -> Result<(), Refusal> {
+    if Authority::of(actor) != Authority::Person {
+        return Err(Refusal::NotAPerson { what: "edit a task", actor: actor.to_string() });
+    }
+    if edit.status == Some(Status::Running) && before.status != Status::Running {
+        return Err(Refusal::RunningByHand { id: before.id });
+    }
+    Ok(())
+}
+
+/// Checks an approval of `before` (S2, S13): by a person, of a `pending` task whose deps are
+/// all done (`unmet_deps` is the store's count of deps not yet `done`/`dropped`).
+///
+/// # Errors
+///
+/// The [`Refusal`].
+pub fn check_approve(actor: &Actor, before: &Task, unmet_deps: u32) -> Result<(), Refusal> {
+    if Authority::of(actor) != Authority::Person || *actor == Actor::System {
+        return Err(Refusal::NotAPerson { what: "approve a task", actor: actor.to_string() });
+    }
+    let why = if before.status != Status::Pending {
+        Some(format!("it is {}", before.status))
+    } else if unmet_deps > 0 {
+        let deps: Vec<String> = before.deps.iter().map(ToString::to_string).collect();
+        Some(format!("it waits for {unmet_deps} unfinished dep(s) among {}", deps.join(", ")))
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(Refusal::NotReady { id: before.id, why }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TaskId;
+    use jiff::Timestamp;
+
+    fn item(line: usize) -> Item {
+        let mut item = Item::new("x", "bot");
+        item.line = Some(line);
+        item
+    }
+
+    #[test]
+    fn s13_authority_follows_the_actor() {
+        assert_eq!(Authority::of(&Actor::Human("ana".into())), Authority::Person);
+        assert_eq!(Authority::of(&Actor::Push("bot".into())), Authority::Producer);
+        assert_eq!(Authority::of(&Actor::Import("file".into())), Authority::Producer);
+        assert_eq!(Authority::of(&Actor::Sync("sheet".into())), Authority::Puller);
+        assert_eq!(Authority::of(&Actor::Worker("w1".into())), Authority::Agent);
+    }
+
+    #[test]
+    fn s13_producers_are_refused_at_the_first_person_field_pullers_are_reported() {
+        let plain = item(1);
+        let mut run = item(2);
+        run.run = true;
+        let mut many = item(3);
+        many.correction = "do it again".into();
+        many.failures = 2;
+        many.result = "r".into();
+        let items = [plain.clone(), run, many];
+        let refused = screen(Authority::Producer, &items);
+        assert_eq!(refused.refused, Some(FieldNote { index: 1, line: Some(2), field: PersonField::Run }));
+        assert_eq!(screen(Authority::Agent, &items).refused.map(|n| n.field), Some(PersonField::Run));
+        let pulled = screen(Authority::Puller, &items);
+        assert_eq!(pulled.refused, None);
+        let fields: Vec<&str> = pulled.ignored.iter().map(|n| n.field.name()).collect();
+        assert_eq!(fields, ["run", "result", "correction", "failures"]);
+        assert_eq!(screen(Authority::Person, &items), Screen::default());
+        assert_eq!(screen(Authority::Producer, &[plain]), Screen::default(), "a plain item passes");
+    }
+
+    #[test]
+    fn s13_running_is_a_claims_alone_and_only_people_edit() {
+        let t0 = Timestamp::UNIX_EPOCH;
+        let task = Task::new(TaskId::new(1), "a", "s", t0);
+        let running = TaskEdit { status: Some(Status::Running), ..TaskEdit::default() };
+        let person = Actor::Human("ana".into());
+        assert_eq!(check_edit(&person, &task, &running), Err(Refusal::RunningByHand { id: task.id }));
+        let done = TaskEdit { status: Some(Status::Done), ..TaskEdit::default() };
+        assert_eq!(check_edit(&person, &task, &done), Ok(()));
+        assert!(matches!(
+            check_edit(&Actor::Push("bot".into()), &task, &done),
+            Err(Refusal::NotAPerson { .. })
+        ));
+        let mut claimed = task.clone();
+        claimed.status = Status::Running;
+        assert_eq!(check_edit(&person, &claimed, &running), Ok(()), "no change is no claim");
+    }
+
+    #[test]
+    fn s2_s13_only_a_person_approves_and_only_a_ready_task() {
+        let mut task = Task::new(TaskId::new(504), "publish", "s", Timestamp::UNIX_EPOCH);
+        task.deps = vec![TaskId::new(503)];
+        let person = Actor::Human("ana".into());
+        assert!(matches!(check_approve(&person, &task, 1), Err(Refusal::NotReady { .. })));
+        assert_eq!(check_approve(&person, &task, 0), Ok(()));
+        assert!(matches!(check_approve(&Actor::System, &task, 0), Err(Refusal::NotAPerson { .. })));
+        assert!(matches!(
+            check_approve(&Actor::Worker("mcp:a".into()), &task, 0),
+            Err(Refusal::NotAPerson { .. })
+        ));
+        task.status = Status::Done;
+        let err = check_approve(&person, &task, 0).expect_err("done");
+        assert!(err.to_string().contains("it is done"), "{err}");
+    }
+}

@@ -1,0 +1,200 @@
+//! The authority model (S13) through the command line: push, import, sync, set and approve try
+//! to write what only a person writes; each is refused (or, for a pulled source, ignored and
+//! reported) and the ledger is unchanged.
+
+use serde_json::Value;
+
+use crate::Ledger;
+
+/// A step that logs its start and prints a result.
+const STEP: &str = "cat > /dev/null\necho \"start $DAICHO_TASK_ID\" >> \"$LOG\"\necho sent\n";
+
+/// The ledger's rows and every row's journal: a snapshot that any write changes.
+fn snapshot(ledger: &Ledger) -> (String, Vec<String>) {
+    let export = ledger.export();
+    let journals = ledger.tasks().iter().map(|t| ledger.run(&["log", &t.id, "--json"]).ok().stdout).collect();
+    (export, journals)
+}
+
+/// A ledger whose `対外/メール` work type routes to an external `mail` action.
+fn with_external_mail(ledger: &Ledger) {
+    let script = ledger.script("mail.sh", STEP);
+    ledger.file(
+        "daicho.toml",
+        format!(
+            "[[action]]\nname = \"mail\"\nkind = \"command\"\ncommand = [\"{script}\"]\nexternal = true\n\
+             auto = true\ntypes = [\"対外/メール\"]\n"
+        ),
+    );
+}
+
+fn sweep(ledger: &Ledger, role: &str) -> Value {
+    ledger.run(&["sweep", "--role", role, "--max", "5", "--json"]).ok().json()
+}
+
+/// S13, S2: a producer's `"run": true` on an item routed to an external action is refused
+/// whole; pushed without it, the task is never executed by any role, enters the approval queue
+/// only once its deps are done, cannot be approved before, is not approved by a person's ▶ tick,
+/// and runs once after a person approves it.
+#[test]
+fn s13_s2_a_producers_run_flag_never_runs_an_external_task() {
+    let ledger = Ledger::new();
+    with_external_mail(&ledger);
+    let before = snapshot(&ledger);
+    let pushed = ledger.run_with_input(
+        &["push", "--source", "bot"],
+        r#"[{"title":"x","type":"対外/メール","run":true}]"#.as_bytes(),
+    );
+    assert_eq!(pushed.code, 1, "{pushed:?}");
+    let answer: Value = pushed.json();
+    let error = answer["error"].as_str().expect("an error");
+    assert!(error.contains("field 'run' is written only by a person"), "{error}");
+    assert_eq!(snapshot(&ledger), before, "nothing written");
+
+    let items = r#"[{"id":"d1","title":"draft the mail","tags":["ai"]},
+                    {"title":"send the mail","type":"対外/メール","tags":["ai"],"deps":["d1"]}]"#;
+    ledger.run_with_input(&["push", "--source", "bot"], items.as_bytes()).ok();
+    for role in ["run-requested", "auto"] {
+        let report = sweep(&ledger, role);
+        assert_eq!(report["queued"], serde_json::json!([]), "{role}: not eligible yet: {report}");
+    }
+    let early = ledger.run(&["approve", "T-0002"]);
+    assert_eq!(early.code, 1, "{early:?}");
+    assert!(early.stderr.contains("T-0002 is not ready to approve"), "{}", early.stderr);
+    assert!(ledger.run(&["approve", "--json"]).ok().json::<Vec<Value>>().is_empty(), "queue empty");
+
+    ledger.run(&["set", "T-0001", "--status", "done"]).ok();
+    let auto = sweep(&ledger, "auto");
+    assert_eq!(auto["queued"], serde_json::json!(["T-0002"]), "{auto}");
+    assert_eq!(auto["held"][0]["hold"], "awaiting_approval", "{auto}");
+    ledger.run(&["set", "T-0002", "--run"]).ok();
+    for role in ["run-requested", "auto"] {
+        let report = sweep(&ledger, role);
+        assert_eq!(report["ran"], serde_json::json!([]), "{role}: a tick is no approval: {report}");
+    }
+    assert!(ledger.log_lines().is_empty(), "no executor started");
+
+    ledger.run(&["approve", "T-0002"]).ok();
+    let ran = sweep(&ledger, "run-requested");
+    assert_eq!(ran["ran"][0]["id"], "T-0002", "{ran}");
+    assert_eq!(ledger.log_lines(), ["start T-0002"]);
+    let journal = ledger.run(&["log", "T-0002", "--json"]).ok().stdout;
+    assert!(journal.contains("\"approve\"") && journal.contains("human:tester"), "{journal}");
+    assert!(sweep(&ledger, "run-requested")["ran"].as_array().is_some_and(Vec::is_empty), "spent");
+}
+
+/// S13, M4: push and a foreign import refuse every field only a person writes, naming it (and
+/// the file and line); the ledger and its journal are unchanged. `import --ledger` (a person's
+/// own export) keeps them: a full round trip.
+#[test]
+fn s13_push_and_import_refuse_a_persons_fields_and_change_nothing() {
+    let ledger = Ledger::new();
+    ledger.run(&["add", "already here"]).ok();
+    let before = snapshot(&ledger);
+    for (field, value) in [
+        ("run", "true"),
+        ("correction", "\"send it to everyone\""),
+        ("result", "\"sent\""),
+        ("failures", "2"),
+        ("run_at", "\"2026-11-30T00:00:00Z\""),
+    ] {
+        let item = format!("[{{\"title\":\"new\"}},\n {{\"title\":\"carrier\",\"{field}\":{value}}}]");
+        let pushed = ledger.run_with_input(&["push", "--source", "bot"], item.as_bytes());
+        assert_eq!(pushed.code, 1, "{field}: {pushed:?}");
+        let error = pushed.json::<Value>()["error"].as_str().unwrap_or_default().to_owned();
+        assert!(error.contains(&format!("field '{field}' is written only by a person")), "{error}");
+        let path = ledger.file("foreign.json", &item);
+        let imported = ledger.run(&["import", &path]);
+        assert_eq!(imported.code, 1, "{field}: {imported:?}");
+        assert!(imported.stderr.contains("foreign.json:2: field"), "{}", imported.stderr);
+        assert!(imported.stderr.contains("daicho import --ledger"), "{}", imported.stderr);
+        assert_eq!(snapshot(&ledger), before, "{field}: nothing written");
+    }
+
+    // A person's own export comes back whole with --ledger.
+    ledger.run(&["set", "T-0001", "--correction", "shorter, please", "--run"]).ok();
+    let exported = ledger.export();
+    let copy = Ledger::new();
+    let path = copy.file("mine.json", &exported);
+    let refused = copy.run(&["import", &path]);
+    assert_eq!(refused.code, 1, "without --ledger the export is a foreign file");
+    copy.run(&["import", "--ledger", &path]).ok();
+    assert_eq!(copy.export(), exported, "export → import --ledger → export");
+}
+
+/// S13: a pulled source's person-only columns are ignored and reported, the rest syncs.
+#[test]
+fn s13_a_pulled_source_never_writes_a_correction_and_says_so() {
+    let ledger = Ledger::new();
+    ledger.file(
+        "daicho.toml",
+        "[[source]]\nname = \"sheet\"\nkind = \"csv\"\npath = \"sheet.csv\"\nproject = \"PJ-01\"\n",
+    );
+    ledger.file("sheet.csv", "title,correction,run\ncheck the invoice,pay it twice,true\n");
+    let report: Value = ledger.run(&["sync", "--json"]).ok().json();
+    let source = &report["sources"][0];
+    assert_eq!(source["added"], 1, "{report}");
+    let fields: Vec<&str> =
+        source["ignored"].as_array().expect("ignored").iter().filter_map(|i| i["field"].as_str()).collect();
+    assert_eq!(fields, ["run", "correction"], "{report}");
+    assert_eq!(source["ignored"][0]["line"], 2);
+    let row = &ledger.tasks()[0];
+    assert_eq!((row.correction.as_str(), row.run), ("", false));
+    let text = ledger.run(&["sync"]).ok().stdout;
+    assert!(text.contains("field(s) ignored (correction, run: only a person writes them)"), "{text}");
+}
+
+/// S13, M1: an id in pushed, synced or imported items addresses a row only with its key, across
+/// two sources and two projects; one id twice in one file is refused with both lines.
+#[test]
+fn s13_m1_an_id_never_reaches_another_sources_or_projects_row() {
+    let ledger = Ledger::new();
+    ledger.file(
+        "daicho.toml",
+        "[[source]]\nname = \"pj01\"\nkind = \"markdown\"\npath = \"pj01/plan.md\"\nproject = \"PJ-01\"\n\n\
+         [[source]]\nname = \"pj02\"\nkind = \"markdown\"\npath = \"pj02/plan.md\"\nproject = \"PJ-02\"\n",
+    );
+    std::fs::create_dir_all(ledger.dir.path().join("pj01")).expect("dir");
+    std::fs::create_dir_all(ledger.dir.path().join("pj02")).expect("dir");
+    ledger.file(
+        "pj01/plan.md",
+        "- [ ] [T-0001] Write the draft\n- [ ] [T-0002] Review the draft | 依存:T-0001\n",
+    );
+    ledger.file("pj02/plan.md", "- [ ] [T-0001] Write the draft | 担当:writer | 🤖\n");
+    let report: Value = ledger.run(&["sync", "--json"]).json();
+    assert!(report["sources"][0]["error"].is_null(), "{report}");
+    let error = report["sources"][1]["error"].as_str().expect("pj02 refused");
+    assert!(error.contains("plan.md:1: names T-0001, which is another task of project PJ-01"), "{error}");
+    assert!(error.contains("'pj01|writethedraft'") && error.contains("'pj02|writethedraft'"), "{error}");
+    ledger.run(&["add", "Call the customer", "--project", "PJ-01"]).ok();
+    let before = snapshot(&ledger);
+
+    let hijack = r#"[{"id":"T-0003","tags":["ai"],"action":"publish","title":"x"}]"#;
+    let pushed = ledger.run_with_input(&["push", "--source", "bot"], hijack.as_bytes());
+    assert_eq!(pushed.code, 1);
+    let error = pushed.json::<Value>()["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.contains("names T-0003, which is another task"), "{error}");
+    let twice = ledger.file("twice.md", "- [ ] [T-0100] one\n\n- [ ] [T-100] two\n");
+    let imported = ledger.run(&["import", &twice]);
+    assert_eq!(imported.code, 1);
+    assert!(
+        imported.stderr.contains("twice.md:3: id 'T-100' appears twice in this input: here and at line 1"),
+        "{}",
+        imported.stderr
+    );
+    assert_eq!(snapshot(&ledger), before, "nothing written");
+    let rows = ledger.tasks();
+    assert!(rows.iter().all(|t| t.assignee.is_empty() && t.action.is_empty()), "no cell filled");
+}
+
+/// S13: `running` is a claim's alone; a person cannot set it by hand.
+#[test]
+fn s13_set_status_running_is_refused() {
+    let ledger = Ledger::new();
+    ledger.run(&["add", "a"]).ok();
+    let before = snapshot(&ledger);
+    let set = ledger.run(&["set", "T-0001", "--status", "running"]);
+    assert_eq!(set.code, 1, "{set:?}");
+    assert!(set.stderr.contains("`running` is set only by a claim"), "{}", set.stderr);
+    assert_eq!(snapshot(&ledger), before);
+}
