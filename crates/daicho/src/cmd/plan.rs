@@ -1,6 +1,5 @@
 //! `daicho plan`: a goal decomposed into tasks with deps, saved in one transaction (D4).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -68,23 +67,25 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             let format = input::format_of(args.format, &name, Some(Format::Json))?;
             (input::parse(&name, &bytes, format, &defaults)?, name)
         }
-        (None, Some(action)) => decompose(ctx, action, &goal, &args.project, &defaults).await?,
+        (None, Some(action)) => {
+            let (items, file) = decompose(ctx, action, &goal, &args.project, &defaults).await?;
+            // The plan is saved by the person who asked for it, but its items are an agent's
+            // output: they may not carry a person's fields (S13).
+            let screen = daicho_core::authority::screen(daicho_core::authority::Authority::Agent, &items);
+            if let Some(note) = screen.refused {
+                let reason = daicho_core::authority::refused_field_reason(
+                    &Actor::Worker(format!("action:{action}")),
+                    note.field,
+                );
+                bail!("{file}: task #{}: {reason}", note.index + 1);
+            }
+            (items, file)
+        }
         (None, None) => bail!("give --from FILE or --action NAME"),
     };
     items.retain(|i| !i.is_blank());
     if items.is_empty() {
         bail!("{file}: the plan has no tasks");
-    }
-    let mut seen: HashMap<&str, Option<usize>> = HashMap::new();
-    for item in &items {
-        if let Some(id) = item.ref_id.as_deref().map(str::trim).filter(|i| !i.is_empty())
-            && let Some(first) = seen.insert(id, item.line)
-        {
-            let file = item.file.as_deref().unwrap_or(&file);
-            let line = item.line.map(|l| format!(":{l}")).unwrap_or_default();
-            let first = first.map(|l| format!(" (first on line {l})")).unwrap_or_default();
-            bail!("{file}{line}: id '{id}' is used twice in the plan{first}");
-        }
     }
     let store = crate::ledger::open(&ctx.db).await?;
     let base = format!("plan:{goal}");

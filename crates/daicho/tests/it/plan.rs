@@ -63,7 +63,7 @@ fn d4_a_bad_plan_is_refused_and_nothing_is_saved() {
         .file("twice.json", "[\n{\"id\": \"a\", \"title\": \"A\"},\n{\"id\": \"a\", \"title\": \"B\"}\n]");
     let run = plan(&ledger, &twice, &[]);
     assert!(
-        run.stderr.contains("twice.json:3: id 'a' is used twice in the plan (first on line 2)"),
+        run.stderr.contains("twice.json:3: id 'a' appears twice in this input: here and at line 2"),
         "{}",
         run.stderr
     );
@@ -128,4 +128,23 @@ fn d4_a_decomposer_action_writes_the_plan() {
     let draft = tasks.iter().find(|t| t.title == "draft").unwrap();
     assert_eq!(draft.deps, [tasks.iter().find(|t| t.title == "outline").unwrap().id.clone()]);
     assert_eq!(draft.project, "blog");
+}
+
+/// D4, S13: a decomposer is an agent: a plan it writes may not tick ▶ run or write a correction;
+/// the plan is refused whole, naming the field, and nothing is saved.
+#[test]
+fn s13_a_decomposers_plan_cannot_carry_a_persons_fields() {
+    let ledger = Ledger::new();
+    let script = ledger.script(
+        "decompose.sh",
+        "cat > /dev/null\necho '{\"tasks\": [{\"title\": \"outline\"}, {\"title\": \"send it\", \"run\": true}]}'\n",
+    );
+    ledger.file(
+        "daicho.toml",
+        format!("[[action]]\nname = \"decompose\"\nkind = \"command\"\ncommand = [\"{script}\"]\n"),
+    );
+    let run = ledger.run(&["plan", "--project", "blog", "--goal", "write the post", "--action", "decompose"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("task #2: field 'run' is written only by a person"), "{}", run.stderr);
+    assert!(ledger.tasks().is_empty(), "nothing saved");
 }
