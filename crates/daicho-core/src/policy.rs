@@ -328,6 +328,13 @@ pub fn run_is_lost(task: &Task, now: Timestamp) -> bool {
     task.status == Status::Running && task.lease.as_ref().is_none_or(|lease| lease.expires_at <= now)
 }
 
+/// When a worker that could not renew a lease expiring at `expires_at` must kill its run
+/// (S14, self-fencing): a sixth of the lease before it expires, so the run is gone before any
+/// other worker may claim the task again.
+pub fn fence_at(expires_at: Timestamp, lease: jiff::SignedDuration) -> Timestamp {
+    expires_at - lease / 6
+}
+
 /// At most this many characters of a correction reach a run (C2).
 pub const MAX_CORRECTION_CHARS: usize = 4000;
 
@@ -430,6 +437,14 @@ mod tests {
         );
         let tagged = task(2, "制作/記事", "ai,external");
         assert_eq!(decide(&tagged, Mode::Auto, &gate(&actions)), Err(Hold::AwaitingApproval));
+    }
+
+    #[test]
+    fn s14_a_worker_fences_itself_before_its_lease_ends() {
+        let expires = Timestamp::from_second(1_800_000_600).unwrap();
+        let lease = jiff::SignedDuration::from_mins(30);
+        assert_eq!(fence_at(expires, lease), expires - jiff::SignedDuration::from_mins(5));
+        assert!(fence_at(expires, jiff::SignedDuration::from_secs(3)) < expires);
     }
 
     #[test]

@@ -14,9 +14,14 @@ use daicho_core::{Item, Task};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-/// The most output kept from an executor's stdout or stderr (1 MiB each); the rest is drained
-/// and dropped.
+/// The most of a result kept (1 MiB), and of an executor's stderr; the rest is cut with a marker
+/// saying how much.
 pub const OUTPUT_CAP: usize = 1 << 20;
+
+/// The most of an executor's stdout read (16 MiB): the structured output
+/// (`{"result", "tasks"}`) is parsed from it before the result is capped, so found tasks survive
+/// a long result. Past it the output is drained and dropped.
+pub const READ_CAP: usize = 16 << 20;
 
 /// Everything one run knows about its task.
 #[derive(Clone, Debug)]
@@ -111,27 +116,60 @@ fn task_input(ctx: &RunContext) -> String {
     serde_json::to_string(&input).unwrap_or_else(|_| "{}".to_owned())
 }
 
+/// What was read of a stream: at most the cap, and how many bytes there were in all.
+#[derive(Debug, Default)]
+struct Read {
+    kept: Vec<u8>,
+    total: usize,
+}
+
 /// Reads at most `cap` bytes and drains the rest, so the child never blocks on a full pipe.
-async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> Vec<u8> {
-    let mut kept = Vec::new();
+async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> Read {
+    let mut read = Read::default();
     let mut buf = [0u8; 8192];
     loop {
         match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => return kept,
+            Ok(0) | Err(_) => return read,
             Ok(n) => {
-                let room = cap.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
+                let room = cap.saturating_sub(read.kept.len());
+                read.kept.extend_from_slice(&buf[..n.min(room)]);
+                read.total += n;
             }
         }
     }
 }
 
-/// Kills an executor's process group when dropped, unless it was killed already.
-struct GroupGuard(Option<u32>);
+/// Cuts `text` to at most `cap` bytes (at a character boundary), saying how much was cut.
+pub fn cap_text(mut text: String, cap: usize, more: usize) -> String {
+    let mut cut = more;
+    if text.len() > cap {
+        let mut end = cap;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        cut += text.len() - end;
+        text.truncate(end);
+    }
+    if cut > 0 {
+        text.push_str(&format!("\n…[cut: {cut} more bytes of output]"));
+    }
+    text
+}
+
+/// Ends a run's processes when dropped, unless they were ended already: with the supervisor,
+/// by closing its control pipe (it kills every descendant, escaped ones included); without it,
+/// by killing the executor's process group.
+struct GroupGuard {
+    pgid: Option<u32>,
+    /// Dropping it closes the supervisor's control pipe.
+    control: Option<tokio::sync::oneshot::Sender<()>>,
+}
 
 impl GroupGuard {
     fn kill(&mut self) {
-        kill_group(self.0.take());
+        if self.control.take().is_none() {
+            kill_group(self.pgid.take());
+        }
     }
 }
 
@@ -148,18 +186,42 @@ fn kill_group(pgid: Option<u32>) {
     }
 }
 
+/// The command that starts `program`: through the supervisor when one is in use, else directly
+/// in a process group of its own. The second value says whether it is supervised.
+fn command_for(program: &str, args: &[String]) -> (tokio::process::Command, bool) {
+    match crate::supervise::supervisor() {
+        Some(supervisor) => {
+            let mut command = tokio::process::Command::new(supervisor);
+            command
+                .arg(crate::supervise::SUBCOMMAND)
+                .arg("--")
+                .arg(program)
+                .args(args)
+                .process_group(0)
+                // Never SIGKILL the supervisor: closing its control pipe makes it kill the run.
+                .kill_on_drop(false);
+            (command, true)
+        }
+        None => {
+            let mut command = tokio::process::Command::new(program);
+            command.args(args).process_group(0).kill_on_drop(true);
+            (command, false)
+        }
+    }
+}
+
 /// Runs a `command` action: `argv` as given (task text is never interpolated into it), the task
 /// as JSON on stdin, `DAICHO_TASK_ID`, `DAICHO_CORRECTION` and `DAICHO_IDEMPOTENCY_KEY` in the
-/// environment, in a process group of its own. After `timeout` the whole group is killed
-/// (S11). Exit 0 is success: stdout is the result, or `{"result": …, "tasks": […]}`.
+/// environment, in a process group of its own, under the run supervisor when one is in use
+/// ([`crate::supervise`]). After `timeout` every process of the run is killed (S11), and so it
+/// is when the run is dropped (S14). Exit 0 is success: stdout is the result, or `{"result": …, "tasks": […]}`.
 pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -> ExecOutcome {
     let failure = |error: String| ExecOutcome::Failure { error, timeout: false };
     let Some((program, args)) = argv.split_first() else {
         return failure("the action has no command".to_owned());
     };
-    let mut command = tokio::process::Command::new(program);
+    let (mut command, supervised) = command_for(program, args);
     command
-        .args(args)
         .env("DAICHO_TASK_ID", ctx.task.id.to_string())
         // Always set, so a correction can never be inherited from daicho's own environment (C3).
         .env("DAICHO_CORRECTION", ctx.correction.as_deref().unwrap_or(""))
@@ -168,18 +230,39 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
         .env("DAICHO_ACTION", &ctx.action)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = match command.spawn() {
+        .stderr(Stdio::piped());
+    let spawned = command.spawn();
+    drop(command);
+    let mut child = match spawned {
         Ok(child) => child,
         Err(e) => return failure(format!("cannot start {program}: {e}")),
     };
     let pgid = child.id();
-    // If this run is abandoned (its lease lost, the future dropped), the whole group goes too.
-    let mut group = GroupGuard(pgid);
     let input = task_input(ctx);
     let mut stdin = child.stdin.take();
+    let mut control = None;
+    if supervised && let Some(mut pipe) = stdin.take() {
+        // The supervisor gets the input framed, and the pipe stays open as its control pipe
+        // until the run is over (or daicho is gone).
+        let (close, closed) = tokio::sync::oneshot::channel::<()>();
+        control = Some(close);
+        let framed = crate::supervise::frame_input(input.as_bytes());
+        tokio::spawn(async move {
+            let keep = async {
+                let _ = pipe.write_all(&framed).await;
+                let _ = pipe.flush().await;
+                std::future::pending::<()>().await;
+            };
+            tokio::select! {
+                () = keep => {}
+                _ = closed => {}
+            }
+            drop(pipe);
+        });
+    }
+    // If this run is abandoned (its lease lost or fenced, the future dropped), every process
+    // of it goes too.
+    let mut group = GroupGuard { pgid, control };
     let feed = async move {
         if let Some(stdin) = stdin.as_mut() {
             // An executor that does not read its stdin closes the pipe: not an error.
@@ -188,7 +271,7 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
         }
         drop(stdin);
     };
-    let stdout = child.stdout.take().map(|out| tokio::spawn(read_capped(out, OUTPUT_CAP)));
+    let stdout = child.stdout.take().map(|out| tokio::spawn(read_capped(out, READ_CAP)));
     let stderr = child.stderr.take().map(|err| tokio::spawn(read_capped(err, OUTPUT_CAP)));
     let waited = tokio::time::timeout(timeout, async {
         feed.await;
@@ -210,14 +293,24 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
         Ok(Err(e)) => return failure(format!("waiting for {program}: {e}")),
         Ok(Ok(status)) => status,
     };
-    let collect = |handle: Option<tokio::task::JoinHandle<Vec<u8>>>| async move {
+    // Every process of the run is gone, so the pipes close; a process that escaped an
+    // unsupervised run may hold them open, so the wait for them is bounded.
+    let collect = |handle: Option<tokio::task::JoinHandle<Read>>| async move {
         match handle {
-            Some(h) => h.await.unwrap_or_default(),
-            None => Vec::new(),
+            Some(mut h) => match tokio::time::timeout(Duration::from_secs(5), &mut h).await {
+                Ok(read) => read.unwrap_or_default(),
+                Err(_) => {
+                    h.abort();
+                    Read::default()
+                }
+            },
+            None => Read::default(),
         }
     };
-    let out = String::from_utf8_lossy(&collect(stdout).await).into_owned();
-    let err = String::from_utf8_lossy(&collect(stderr).await).into_owned();
+    let out = collect(stdout).await;
+    let out_total = out.total;
+    let out = String::from_utf8_lossy(&out.kept).into_owned();
+    let err = String::from_utf8_lossy(&collect(stderr).await.kept).into_owned();
     if !status.success() {
         use std::os::unix::process::ExitStatusExt as _;
         let how = match (status.code(), status.signal()) {
@@ -237,7 +330,18 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
             .join("\n");
         return failure(if tail.is_empty() { how } else { format!("{how}: {tail}") });
     }
-    parse_output(&out, ctx)
+    let unread = out_total.saturating_sub(out.len());
+    let mut outcome = parse_output(&out, ctx);
+    if let ExecOutcome::Success { result, push_error, .. } = &mut outcome {
+        *result = cap_text(std::mem::take(result), OUTPUT_CAP, unread);
+        if unread > 0 && out.trim_start().starts_with('{') && push_error.is_none() {
+            *push_error = Some(format!(
+                "the output was over {} MiB and was cut; found tasks in it could not be read",
+                READ_CAP >> 20
+            ));
+        }
+    }
+    outcome
 }
 
 /// Reads an executor's stdout: plain text is the result; an object with only the keys
@@ -285,17 +389,35 @@ mod tests {
 
     #[tokio::test]
     async fn s11_output_is_capped_and_drained() {
-        let argv: Vec<String> = ["sh", "-c", "head -c 3000000 /dev/zero | tr '\\\\0' x"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
+        let argv: Vec<String> =
+            ["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x"].iter().map(|s| (*s).to_owned()).collect();
         match run_command(&argv, &ctx(), Duration::from_secs(20)).await {
             ExecOutcome::Success { result, .. } => {
+                let (kept, marker) = result.split_at(OUTPUT_CAP);
+                assert!(kept.bytes().all(|b| b == b'x'), "kept up to the cap");
                 assert_eq!(
-                    result.len(),
-                    OUTPUT_CAP,
-                    "kept up to the cap; the rest was drained, not blocking"
+                    marker, "\n…[cut: 1951424 more bytes of output]",
+                    "the rest was drained and counted"
                 );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn x2_found_tasks_survive_a_result_over_the_cap() {
+        let script = r#"printf '{"result": "'; head -c 3000000 /dev/zero | tr '\0' y; printf '", "tasks": [{"title": "found after a long result"}]}'"#;
+        let argv: Vec<String> = ["sh", "-c", script].iter().map(|s| (*s).to_owned()).collect();
+        match run_command(&argv, &ctx(), Duration::from_secs(20)).await {
+            ExecOutcome::Success { result, tasks, push_error, .. } => {
+                assert_eq!(tasks.len(), 1, "{push_error:?}");
+                assert_eq!(tasks[0].title, "found after a long result");
+                assert!(
+                    result.ends_with("…[cut: 1951424 more bytes of output]"),
+                    "{}",
+                    &result[result.len() - 60..]
+                );
+                assert_eq!(push_error, None);
             }
             other => panic!("{other:?}"),
         }

@@ -12,6 +12,7 @@ pub mod executor;
 pub mod llm;
 pub mod remote;
 pub mod sources;
+pub mod supervise;
 mod work;
 
 use std::collections::HashSet;
@@ -67,6 +68,35 @@ pub enum RunResult {
     /// The claim was lost while running (expired and counted by someone else, or fenced out):
     /// the result was not recorded.
     LeaseLost,
+    /// The operator stopped it (S14): the executor was killed and the claim returned, no
+    /// failure counted.
+    Interrupted,
+}
+
+/// How far an operator's stop has gone (S14). The first SIGINT or SIGTERM drains: nothing new
+/// is claimed, runs under way may finish; after the grace period, or at a second signal, the
+/// stop is immediate: runs under way are killed and their claims returned without a failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stop {
+    /// Running.
+    Run,
+    /// Claim nothing new; let runs under way finish.
+    Drain,
+    /// Kill runs under way and return their claims.
+    Now,
+}
+
+/// A stop control for an engine: the sender side is the operator's (signals), the engine
+/// watches the receiver.
+pub fn stop_control() -> (tokio::sync::watch::Sender<Stop>, tokio::sync::watch::Receiver<Stop>) {
+    tokio::sync::watch::channel(Stop::Run)
+}
+
+/// Waits until `stop` reaches `level` (never, when its sender is gone below it).
+pub async fn stopped(mut stop: tokio::sync::watch::Receiver<Stop>, level: Stop) {
+    if stop.wait_for(|s| *s >= level).await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// What one run did.
@@ -137,8 +167,19 @@ pub struct Performed {
     ctx: RunContext,
     action: String,
     on_success: Status,
-    /// `None` when the lease was lost while running.
-    outcome: Option<ExecOutcome>,
+    /// How it ended.
+    outcome: Ended,
+}
+
+/// How a performed run ended.
+#[derive(Debug)]
+enum Ended {
+    /// The executor ended: its outcome.
+    Ran(ExecOutcome),
+    /// The lease was lost (or fenced) while running: nothing to record.
+    LeaseLost,
+    /// The operator stopped it; the claim is returned without a failure.
+    Interrupted(String),
 }
 
 /// Runs `action`'s executor for a claimed task: a child process or an LLM API request.
@@ -161,6 +202,7 @@ pub struct Engine<S> {
     specs: Vec<ActionSpec>,
     worker: String,
     pause_file: Option<PathBuf>,
+    stop: tokio::sync::watch::Receiver<Stop>,
 }
 
 /// This worker's name: `host:pid`.
@@ -184,7 +226,24 @@ impl<S: Store + 'static> Engine<S> {
     /// file (`PAUSED` beside the config) turns the kill switch on too.
     pub fn new(store: Arc<S>, config: Config, pause_file: Option<PathBuf>) -> Engine<S> {
         let specs = config.specs();
-        Engine { store, config, specs, worker: worker_name(), pause_file }
+        let stop = stop_control().1;
+        Engine { store, config, specs, worker: worker_name(), pause_file, stop }
+    }
+
+    /// Lets the operator stop the engine's runs through `stop` (S14).
+    pub fn with_stop(mut self, stop: tokio::sync::watch::Receiver<Stop>) -> Engine<S> {
+        self.stop = stop;
+        self
+    }
+
+    /// How far the operator's stop has gone.
+    pub fn stop_level(&self) -> Stop {
+        *self.stop.borrow()
+    }
+
+    /// Waits until the operator's stop reaches `level`.
+    pub async fn wait_stop(&self, level: Stop) {
+        stopped(self.stop.clone(), level).await;
     }
 
     /// The store the engine runs on.
@@ -325,7 +384,8 @@ impl<S: Store + 'static> Engine<S> {
                     }
                     Ok(_)
                         if report.ran.len() >= max
-                            || deadline.is_some_and(|d| std::time::Instant::now() >= d) =>
+                            || deadline.is_some_and(|d| std::time::Instant::now() >= d)
+                            || self.stop_level() >= Stop::Drain =>
                     {
                         // Eligible, but over this invocation's limit or past its time budget: left
                         // for the next sweep, and counted.
@@ -342,7 +402,11 @@ impl<S: Store + 'static> Engine<S> {
                     }
                 }
             }
-            if unseen == 0 || report.ran.len() == runs_before || report.ran.len() >= max {
+            if unseen == 0
+                || report.ran.len() == runs_before
+                || report.ran.len() >= max
+                || self.stop_level() >= Stop::Drain
+            {
                 break;
             }
         }
@@ -431,11 +495,20 @@ impl<S: Store + 'static> Engine<S> {
     {
         let ctx = RunContext::new(task, &action.spec.name);
         let (id, attempt) = (ctx.task.id, ctx.task.attempt);
+        let expires = ctx.task.lease.as_ref().map_or_else(Timestamp::now, |l| l.expires_at);
         tracing::info!(task = %id, attempt, action = %action.spec.name, "run starts");
         let run = runner(ctx.clone(), action.clone());
+        // Dropping the run kills its executor (every process of it).
         let outcome = tokio::select! {
-            outcome = run => Some(outcome),
-            lost = self.keep_lease(id, attempt) => { tracing::warn!(task = %id, "lease lost while running: {lost}"); None }
+            outcome = run => Ended::Ran(outcome),
+            lost = self.keep_lease(id, attempt, expires) => {
+                tracing::warn!(task = %id, "run stopped: {lost}");
+                Ended::LeaseLost
+            }
+            () = stopped(self.stop.clone(), Stop::Now) => {
+                tracing::warn!(task = %id, attempt, "run killed: the operator stopped daicho");
+                Ended::Interrupted("stopped by the operator: the executor was killed, the claim returned".to_owned())
+            }
         };
         Performed {
             ctx,
@@ -464,12 +537,16 @@ impl<S: Store + 'static> Engine<S> {
                 pushed: None,
                 push_error: None,
             };
-            let Some(outcome) = outcome else {
-                reports.push((report, false));
-                continue;
-            };
             let (end, found, push_error) = match outcome {
-                ExecOutcome::Success { result, tasks, tokens, push_error } => (
+                Ended::LeaseLost => {
+                    reports.push((report, false));
+                    continue;
+                }
+                Ended::Interrupted(reason) => {
+                    report.error = Some(reason.clone());
+                    (RunEnd::Interrupted { reason }, Vec::new(), None)
+                }
+                Ended::Ran(ExecOutcome::Success { result, tasks, tokens, push_error }) => (
                     RunEnd::Success {
                         result,
                         status: on_success,
@@ -479,7 +556,7 @@ impl<S: Store + 'static> Engine<S> {
                     tasks,
                     push_error,
                 ),
-                ExecOutcome::Failure { error, timeout } => {
+                Ended::Ran(ExecOutcome::Failure { error, timeout }) => {
                     report.error = Some(error.clone());
                     (RunEnd::Failure { error, timeout }, Vec::new(), None)
                 }
@@ -488,6 +565,7 @@ impl<S: Store + 'static> Engine<S> {
                 RunEnd::Success { .. } => RunResult::Success,
                 RunEnd::Failure { timeout: true, .. } => RunResult::Timeout,
                 RunEnd::Failure { .. } => RunResult::Failure,
+                RunEnd::Interrupted { .. } => RunResult::Interrupted,
             };
             finishes.push(Finish {
                 id: ctx.task.id,
@@ -532,18 +610,41 @@ impl<S: Store + 'static> Engine<S> {
         Ok(out)
     }
 
-    /// Extends the lease every third of its length; returns only when the lease is lost.
-    async fn keep_lease(&self, id: TaskId, attempt: u32) -> String {
+    /// Extends the lease (expiring at `expires`) every third of its length; returns only when
+    /// the lease is lost, or could not be renewed before [`daicho_core::policy::fence_at`]: then
+    /// the caller drops the run, killing its executor while the lease still holds, so no other
+    /// worker's claim of the task overlaps it (S14, self-fencing). A store error is retried
+    /// until then.
+    async fn keep_lease(&self, id: TaskId, attempt: u32, mut expires: Timestamp) -> String {
         let lease = self.config.policy.lease;
         let every =
             Duration::try_from(lease / 3).unwrap_or(Duration::from_secs(60)).max(Duration::from_millis(100));
+        let mut wait = every;
         loop {
-            tokio::time::sleep(every).await;
-            match self.store.heartbeat(id, attempt, &self.worker, Timestamp::now() + lease).await {
-                Ok(()) => {}
-                Err(StoreError::LeaseLost { .. }) => return "the claim is no longer current".to_owned(),
-                // A transient store error: keep trying; the lease is long enough to ride it out.
-                Err(e) => tracing::warn!(task = %id, "heartbeat failed: {e}"),
+            let fence = daicho_core::policy::fence_at(expires, lease);
+            let left = Duration::try_from(fence.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
+            if left.is_zero() {
+                return format!(
+                    "the lease could not be renewed before {fence}; the run was killed (self-fencing)"
+                );
+            }
+            tokio::time::sleep(wait.min(left)).await;
+            let left = Duration::try_from(fence.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
+            let until = Timestamp::now() + lease;
+            match tokio::time::timeout(left, self.store.heartbeat(id, attempt, &self.worker, until)).await {
+                Ok(Ok(())) => {
+                    expires = until;
+                    wait = every;
+                }
+                Ok(Err(StoreError::LeaseLost { .. })) => return "the claim is no longer current".to_owned(),
+                Ok(Err(e)) => {
+                    // A transient store error: try again soon, while the lease still holds.
+                    tracing::warn!(task = %id, "heartbeat failed: {e}");
+                    wait = (every / 4).max(Duration::from_millis(100));
+                }
+                Err(_) => {
+                    tracing::warn!(task = %id, "heartbeat unanswered until the fence");
+                }
             }
         }
     }

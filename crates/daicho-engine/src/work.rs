@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use tokio::task::JoinSet;
 
 use crate::executor::{ExecOutcome, RunContext};
-use crate::{ActionConfig, Engine, Performed, RunReport, RunResult, exec};
+use crate::{ActionConfig, Engine, Performed, RunReport, RunResult, Stop, exec};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -37,6 +37,8 @@ pub struct WorkTotals {
     pub failed: usize,
     /// Runs whose lease was lost before their end was recorded.
     pub lease_lost: usize,
+    /// Runs the operator's stop killed; their claims were returned without a failure (S14).
+    pub interrupted: usize,
     /// Lost runs of others (or of a killed predecessor) counted by this worker (S4).
     pub lost_counted: usize,
     /// External tasks put in the approval queue.
@@ -54,6 +56,7 @@ impl WorkTotals {
             RunResult::Success => {}
             RunResult::Failure | RunResult::Timeout => self.failed += 1,
             RunResult::LeaseLost => self.lease_lost += 1,
+            RunResult::Interrupted => self.interrupted += 1,
         }
     }
 }
@@ -71,7 +74,12 @@ const SCAN_PER_SLOT: usize = 8;
 impl<S: Store + 'static> Engine<S> {
     /// Claims and runs ready tasks with the configured executors until `stop` resolves (or, with
     /// `once`, until nothing is left). Runs under way when `stop` resolves are abandoned: their
-    /// leases expire and they are counted as lost runs (S4).
+    /// executors are killed, their leases expire and they are counted as lost runs (S4).
+    ///
+    /// The operator's stop ([`Engine::with_stop`], S14) is gentler: at [`Stop::Drain`] nothing
+    /// new is claimed and the worker returns once its runs have ended and been recorded; at
+    /// [`Stop::Now`] the runs still going are killed and their claims returned without a
+    /// failure.
     ///
     /// # Errors
     ///
@@ -144,7 +152,11 @@ impl<S: Store + 'static> Engine<S> {
                 }
                 failed_here.retain(|_, at| at.elapsed() < RETRY_AFTER);
             }
-            let free = slots - running.len();
+            let draining = self.stop_level() >= Stop::Drain;
+            if draining && running.is_empty() {
+                return Ok(totals);
+            }
+            let free = if draining { 0 } else { slots - running.len() };
             let mut claimed = 0;
             let mut requested = 0;
             // The ledger's kill switch is checked by the claim itself (in its one statement);
@@ -204,6 +216,7 @@ impl<S: Store + 'static> Engine<S> {
                     ended.push(joined.map_err(|e| StoreError::Backend(format!("a run panicked: {e}")))?);
                 }
                 () = self.store.wait_for_work(options.poll), if free > 0 => {}
+                () = crate::stopped(self.stop.clone(), Stop::Drain), if !draining => {}
             }
         }
     }

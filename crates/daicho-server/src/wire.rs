@@ -324,6 +324,7 @@ impl From<&daicho_engine::RunReport> for RunJson {
                 RunResult::Failure => "failure",
                 RunResult::Timeout => "timeout",
                 RunResult::LeaseLost => "lease_lost",
+                RunResult::Interrupted => "interrupted",
             },
             status: r.status.map(|s| s.as_str()),
             error: r.error.clone(),

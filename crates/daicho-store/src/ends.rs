@@ -58,6 +58,18 @@ pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
             let outcome = if *timeout { "timeout" } else { "failure" };
             EndPlan { after, actor, kind: "fail", error: Some(error.clone()), outcome, tokens: (None, None) }
         }
+        RunEnd::Interrupted { reason } => {
+            // An operator's stop is not the task's fault (S14): no failure, back to pending.
+            after.status = daicho_core::Status::Pending;
+            EndPlan {
+                after,
+                actor,
+                kind: "interrupted",
+                error: Some(reason.clone()),
+                outcome: "interrupted",
+                tokens: (None, None),
+            }
+        }
     })
 }
 
@@ -180,6 +192,24 @@ mod tests {
             plan_finish(&third, &finish("w1", 2, RunEnd::Failure { error: "boom".into(), timeout: false }))
                 .expect("current");
         assert_eq!((parked.after.status, parked.after.failures), (Status::NeedsHuman, 3));
+    }
+
+    #[test]
+    fn s14_an_interrupted_run_returns_its_claim_without_a_failure() {
+        let plan = plan_finish(
+            &running(),
+            &finish("w1", 2, RunEnd::Interrupted { reason: "stopped by the operator (SIGTERM)".into() }),
+        )
+        .expect("current");
+        assert_eq!(
+            (plan.after.status, plan.after.failures, plan.after.lease.clone()),
+            (Status::Pending, 1, None)
+        );
+        assert_eq!((plan.kind, plan.outcome), ("interrupted", "interrupted"));
+        assert!(matches!(
+            plan_finish(&running(), &finish("w1", 1, RunEnd::Interrupted { reason: String::new() })),
+            Err(StoreError::LeaseLost { .. })
+        ));
     }
 
     #[test]

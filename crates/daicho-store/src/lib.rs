@@ -255,6 +255,12 @@ pub enum RunEnd {
         /// Whether it was a timeout (S11).
         timeout: bool,
     },
+    /// The operator stopped the run (a signal to daicho, S14): its executor was killed and the
+    /// claim is returned — back to `pending`, no failure counted, journaled `interrupted`.
+    Interrupted {
+        /// Why it was stopped.
+        reason: String,
+    },
 }
 
 /// The report of a finished run.

@@ -16,6 +16,16 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == daicho_engine::supervise::SUBCOMMAND) {
+        // `daicho __supervise -- PROGRAM ARGS…`: the run supervisor (S14), not a command.
+        let argv: Vec<std::ffi::OsString> = args.skip_while(|a| a != "--").skip(1).collect();
+        return ExitCode::from(daicho_engine::supervise::main(argv).clamp(0, 255) as u8);
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        // Every command run goes through the supervisor: no executor outlives its claim.
+        daicho_engine::supervise::use_supervisor(exe);
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {

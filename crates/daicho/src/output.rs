@@ -273,6 +273,10 @@ pub fn run_line(run: &daicho_engine::RunReport) -> String {
                 run.id, run.action, run.attempt
             )
         }
+        RunResult::Interrupted => format!(
+            "ran {} with {} (attempt {}): interrupted by the operator, now {status} (no failure counted)",
+            run.id, run.action, run.attempt
+        ),
     };
     if let Some((added, updated, skipped)) = run.pushed {
         line.push_str(&format!("; found tasks: {added} added, {updated} updated, {skipped} skipped"));

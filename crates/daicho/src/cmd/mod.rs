@@ -42,6 +42,8 @@ pub struct Context {
     pub user: String,
     /// `--config`, if given.
     pub config: Option<PathBuf>,
+    /// `--grace`: how long runs under way may finish after an operator's stop.
+    pub grace: std::time::Duration,
 }
 
 impl Context {
@@ -85,6 +87,59 @@ impl Context {
         let store = crate::ledger::open(&self.db).await?;
         Ok(daicho_engine::Engine::new(std::sync::Arc::new(store), config, Some(self.pause_file())))
     }
+
+    /// The engine of a command that runs executors (`run`, `sweep`, `worker`, `serve`), under
+    /// the operator's stop (S14): the first SIGINT or SIGTERM claims nothing new and lets runs
+    /// under way finish for `--grace`; then, or at a second signal, they are killed and their
+    /// claims returned without a failure; a third signal exits at once.
+    pub async fn running_engine(
+        &self,
+        config: daicho_engine::Config,
+    ) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
+        Ok(self.engine_with(config).await?.with_stop(operator_stop(self.grace)?))
+    }
+}
+
+/// Listens for SIGINT and SIGTERM and moves the returned stop control along (S14).
+fn operator_stop(
+    grace: std::time::Duration,
+) -> anyhow::Result<tokio::sync::watch::Receiver<daicho_engine::Stop>> {
+    use daicho_engine::Stop;
+    use tokio::signal::unix::{SignalKind, signal};
+
+    let (tx, rx) = daicho_engine::stop_control();
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::warn!(
+            "stopping: nothing new is claimed; runs under way have {grace:?} to finish (signal again to stop them now)"
+        );
+        let _ = tx.send(Stop::Drain);
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+            () = tokio::time::sleep(grace) => {}
+        }
+        tracing::warn!("stopping now: runs under way are killed and their claims returned without a failure");
+        let _ = tx.send(Stop::Now);
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        // A third signal: the operator wants out, whatever is still waiting.
+        std::process::exit(130);
+    });
+    Ok(rx)
+}
+
+fn parse_grace(text: &str) -> anyhow::Result<std::time::Duration> {
+    use anyhow::Context as _;
+    let grace: jiff::SignedDuration = text.parse().context("--grace: a duration such as 30s or 2m")?;
+    std::time::Duration::try_from(grace).context("--grace must not be negative")
 }
 
 /// Runs the parsed command line.
@@ -97,6 +152,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .or_else(|_| std::env::var("USER"))
             .unwrap_or_else(|_| "local".to_owned()),
         config: cli.config.clone(),
+        grace: parse_grace(&cli.grace)?,
     };
     match cli.command {
         Command::Init(args) => init::run(args, &ctx).await,

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::bail;
-use daicho_engine::{Role, ScheduleConfig};
+use daicho_engine::{Role, ScheduleConfig, Stop};
 use daicho_store::Store as _;
 use jiff::Timestamp;
 
@@ -51,7 +51,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         );
     }
     // One ledger connection (pool) and one configuration for the web server and the schedule.
-    let engine = std::sync::Arc::new(ctx.engine_with(config).await?);
+    let engine = std::sync::Arc::new(ctx.running_engine(config).await?);
     let (store, config) = (engine.store(), engine.config());
     let metrics = std::sync::Arc::new(daicho_server::Metrics::default());
     let owner = daicho_engine::worker_name();
@@ -111,6 +111,9 @@ async fn schedule_loop(
     let mut failed = 0;
     if args.now {
         for schedule in &config.schedules {
+            if engine.stop_level() >= Stop::Drain {
+                break;
+            }
             match run_role(ctx, engine, store, config, metrics, schedule, owner, Timestamp::now()).await {
                 Ok(n) => failed += n,
                 // One role's failure (the store out of reach, say) does not stop the others.
@@ -124,16 +127,16 @@ async fn schedule_loop(
             return Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS });
         }
     }
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     if config.schedules.is_empty() {
         // The web UI only.
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
+        engine.wait_stop(Stop::Drain).await;
         return Ok(ExitCode::SUCCESS);
     }
     loop {
+        // An operator's stop (S14): the round under way claims nothing new, its runs drain.
+        if engine.stop_level() >= Stop::Drain {
+            return Ok(ExitCode::SUCCESS);
+        }
         let tz = jiff::tz::TimeZone::system();
         let now = Timestamp::now();
         let local = now.to_zoned(tz.clone()).datetime();
@@ -147,8 +150,7 @@ async fn schedule_loop(
         let wait = Duration::try_from(when.duration_since(now)).unwrap_or_default();
         tracing::info!(next = %at, "waiting for the next scheduled role");
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
-            _ = term.recv() => return Ok(ExitCode::SUCCESS),
+            () = engine.wait_stop(Stop::Drain) => return Ok(ExitCode::SUCCESS),
             () = tokio::time::sleep(wait) => {}
         }
         // Every role due at this minute runs, in the file's order.

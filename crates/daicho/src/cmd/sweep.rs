@@ -56,7 +56,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     };
-    let engine = ctx.engine().await?;
+    let engine = ctx.running_engine(ctx.load_config()?).await?;
     let report = engine.sweep(role, args.max.unwrap_or(role.default_max())).await?;
     if ctx.json {
         output::print_json(&SweepJson::from(&report))?;

@@ -35,23 +35,16 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     if args.concurrency == 0 {
         anyhow::bail!("--concurrency must be at least 1");
     }
-    let engine = Arc::new(ctx.engine().await?);
-    let stop = async {
-        let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        tracing::info!("stopping: runs under way are abandoned and counted as lost after their lease");
-    };
+    let engine = Arc::new(ctx.running_engine(ctx.load_config()?).await?);
+    // The operator's stop (SIGINT, SIGTERM) drains the worker through the engine (S14).
+    let stop = std::future::pending::<()>();
     let options = WorkOptions { slots: args.concurrency, poll, once: args.once };
     let totals = engine.work(options, stop).await?;
     let summary = serde_json::json!({
         "ran": totals.ran,
         "failed": totals.failed,
         "lease_lost": totals.lease_lost,
+        "interrupted": totals.interrupted,
         "lost_counted": totals.lost_counted,
         "queued": totals.queued,
         "claim_commits": totals.claim_commits,
@@ -61,8 +54,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         output::print_json(&summary)?;
     } else {
         output::print(&format!(
-            "worker done: {} runs, {} failed, {} lost runs counted",
-            totals.ran, totals.failed, totals.lost_counted
+            "worker done: {} runs, {} failed, {} interrupted, {} lost runs counted",
+            totals.ran, totals.failed, totals.interrupted, totals.lost_counted
         ))?;
     }
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,283 @@
+//! The run supervisor (S14): a small process between daicho and each `command` executor, so an
+//! executor never outlives its claim.
+//!
+//! daicho starts `daicho __supervise -- PROGRAM ARGS…` in a process group of its own and
+//! writes to its standard input the executor's input, framed as a decimal byte count on a line
+//! and then the bytes; then it keeps that pipe open: it is the control pipe. The supervisor
+//! makes itself a child subreaper (so processes that leave the executor's group, `setsid` and
+//! double forks included, stay its descendants), starts the executor in a new process group
+//! with the input on its stdin and daicho's stdout and stderr as its own, and then waits for
+//! one of two things:
+//!
+//! - the executor ends: every process still left under the supervisor is killed, and the
+//!   supervisor exits as the executor did (its exit code, or its signal);
+//! - the control pipe reaches end of file — daicho closed it (a timeout, a lost or fenced lease,
+//!   an operator's stop) or daicho is gone (SIGKILL, a crash, a kill of its whole process
+//!   group): every descendant is killed at once and the supervisor exits 137.
+//!
+//! The supervisor is in a group of its own so that a Ctrl-C meant for daicho (which drains its
+//! runs first) does not reach it, and a SIGKILL of daicho's group cannot take it down before it
+//! has killed the executor. What it cannot survive is a SIGKILL of its own (an operator's
+//! `kill -9` of every process): then the executor is reparented to the nearest subreaper.
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, WaitOptions};
+
+/// The hidden subcommand of the `daicho` binary that runs [`main`].
+pub const SUBCOMMAND: &str = "__supervise";
+
+static SUPERVISOR: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes every later `command` run go through the supervisor at `exe` (the `daicho` binary,
+/// which answers [`SUBCOMMAND`]). Without it, runs are children of daicho itself: their process
+/// group is killed on every end daicho sees, but not when daicho is killed.
+pub fn use_supervisor(exe: PathBuf) {
+    let _ = SUPERVISOR.set(exe);
+}
+
+/// The supervisor in use, if any.
+pub fn supervisor() -> Option<&'static Path> {
+    SUPERVISOR.get().map(PathBuf::as_path)
+}
+
+/// How often the supervisor looks at the executor and the control pipe.
+const TICK: Duration = Duration::from_millis(20);
+
+/// Runs the supervisor: `argv` is the executor's program and arguments. Returns the exit code
+/// when it does not end by the executor's signal.
+pub fn main(argv: Vec<OsString>) -> i32 {
+    let Some((program, args)) = argv.split_first() else {
+        eprintln!("daicho supervise: no program given");
+        return 2;
+    };
+    let stdin = std::io::stdin();
+    let control = stdin.as_fd();
+    let input = match read_input(control) {
+        Ok(input) => input,
+        Err(e) => {
+            eprintln!("daicho supervise: cannot read the executor's input: {e}");
+            return 2;
+        }
+    };
+    // Orphans of the run are reparented here, not to init, so they can be found and killed.
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    let mut command = std::process::Command::new(program);
+    command.args(args).stdin(std::process::Stdio::piped()).process_group(0);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("cannot start {}: {e}", program.to_string_lossy());
+            return 127;
+        }
+    };
+    if let Some(mut pipe) = child.stdin.take() {
+        // An executor that does not read its stdin closes the pipe: not an error.
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&input);
+        });
+    }
+    let leader = Pid::from_raw(child.id() as i32).expect("a child's pid is positive");
+    // The run's output belongs to the executor: the supervisor keeps no copy of the pipes, so
+    // daicho sees end of file when the run's last process closes them.
+    detach_stdio();
+    loop {
+        if let Some(status) = reap(leader) {
+            kill_descendants();
+            reap_all();
+            if let Some(signal) = status.terminating_signal() {
+                // End as the executor did, so daicho reports "killed by signal N".
+                if let Some(signal) = Signal::from_named_raw(signal) {
+                    let _ = rustix::process::kill_process(rustix::process::getpid(), signal);
+                }
+                return 128 + signal;
+            }
+            return status.exit_status().unwrap_or(1);
+        }
+        if control_closed(control) {
+            kill_descendants();
+            reap_all();
+            return 137;
+        }
+    }
+}
+
+/// Points the supervisor's own stdout and stderr at `/dev/null`.
+fn detach_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = rustix::stdio::dup2_stdout(&null);
+        let _ = rustix::stdio::dup2_stderr(&null);
+    }
+}
+
+/// Reads the executor's input from the control pipe: a decimal byte count, a newline, the bytes.
+fn read_input(control: BorrowedFd<'_>) -> std::io::Result<Vec<u8>> {
+    let mut header = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        match rustix::io::read(control, &mut byte) {
+            Ok(0) => return Err(std::io::Error::other("the control pipe closed before the input")),
+            Ok(_) if byte[0] == b'\n' => break,
+            Ok(_) if header.len() < 20 => header.push(byte[0]),
+            Ok(_) => return Err(std::io::Error::other("no input length")),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let len: usize = std::str::from_utf8(&header)
+        .ok()
+        .and_then(|h| h.parse().ok())
+        .ok_or_else(|| std::io::Error::other("no input length"))?;
+    let mut input = vec![0u8; len];
+    let mut filled = 0;
+    while filled < len {
+        match rustix::io::read(control, &mut input[filled..]) {
+            Ok(0) => return Err(std::io::Error::other("the control pipe closed inside the input")),
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(input)
+}
+
+/// The framing of the executor's input on the control pipe, for daicho's side.
+pub fn frame_input(input: &[u8]) -> Vec<u8> {
+    let mut framed = format!("{}\n", input.len()).into_bytes();
+    framed.extend_from_slice(input);
+    framed
+}
+
+/// Waits up to one tick for the control pipe; whether it reached end of file (or failed).
+fn control_closed(control: BorrowedFd<'_>) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+
+    let mut fds = [PollFd::new(&control, PollFlags::IN)];
+    let tick = Timespec { tv_sec: 0, tv_nsec: TICK.as_nanos() as _ };
+    match rustix::event::poll(&mut fds, Some(&tick)) {
+        Ok(0) => false,
+        Ok(_) => {
+            // Readable means end of file: daicho never writes to the pipe.
+            let mut byte = [0u8; 1];
+            !matches!(rustix::io::read(control, &mut byte), Ok(n) if n > 0)
+        }
+        Err(rustix::io::Errno::INTR) => false,
+        Err(_) => true,
+    }
+}
+
+/// Reaps every child that ended; returns the leader's status if it was among them.
+fn reap(leader: Pid) -> Option<rustix::process::WaitStatus> {
+    let mut found = None;
+    while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
+        if pid == leader {
+            found = Some(status);
+        }
+    }
+    found
+}
+
+fn reap_all() {
+    while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+}
+
+/// Kills every process below this one, until none is left (or two seconds passed): processes
+/// that fork while being killed are found on the next round.
+fn kill_descendants() {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let started = Instant::now();
+    loop {
+        let below = descendants(me);
+        if below.is_empty() || started.elapsed() > Duration::from_secs(2) {
+            return;
+        }
+        for pid in below {
+            if let Some(pid) = Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, Signal::KILL);
+            }
+        }
+        reap_all();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The living processes whose parent chain leads to `root` (zombies left out).
+pub fn descendants(root: i32) -> Vec<i32> {
+    let mut parent_of: Vec<(i32, i32)> = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if let Some((state, ppid)) = stat_of(pid)
+            && state != 'Z'
+        {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parent_of.iter().filter(|(_, p)| *p == parent).map(|(pid, _)| *pid));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// A process's state letter and parent pid, from `/proc/PID/stat`.
+fn stat_of(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: read after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// The start time of a process (clock ticks since boot, `/proc/PID/stat` field 22): with the
+/// pid, it names one process, since pids are reused.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s14_descendants_are_found_through_the_parent_chain() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30; wait"])
+            .spawn()
+            .expect("sh starts");
+        let root = child.id() as i32;
+        let started = Instant::now();
+        let mut below = Vec::new();
+        while started.elapsed() < Duration::from_secs(5) {
+            below = descendants(root);
+            if below.len() >= 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(below.len(), 2, "the two sleeps: {below:?}");
+        assert!(descendants(std::process::id() as i32).contains(&root));
+        assert!(start_time(child.id()).is_some());
+        for pid in below {
+            if let Some(pid) = Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, Signal::KILL);
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
