@@ -6,8 +6,10 @@
 //! that is no longer current (finished, expired and counted, claimed again) is refused with
 //! 409 and changes nothing.
 //!
-//! Errors are `{"error": "…"}` with 400 (bad input), 401/403 (access), 404 (no such task),
-//! 409 (conflict or lost lease), 413 (body too large), 415 (not JSON) or 500.
+//! Errors are `{"error": "…"}` with 400 (bad input), 401/403 (access, or a write from another
+//! origin), 404 (no such task or path), 405 (wrong method), 409 (conflict or lost lease), 413
+//! (body too large), 415 (not JSON), 422 (unknown or ill-typed fields) or 500; the guard turns
+//! the plain-text rejections of axum's extractors into this shape.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -227,7 +229,7 @@ async fn patch<S: Store + 'static>(
     Ok(Json(TaskJson::from(&task)))
 }
 
-/// Body of `POST /api/v1/tasks/{id}/approve`.
+/// Body of `POST /api/v1/tasks/{id}/approve`: a JSON object, `{}` or `{"by": "hanako"}`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ApproveBody {
@@ -237,10 +239,14 @@ pub(crate) struct ApproveBody {
 async fn approve<S: Store + 'static>(
     State(state): State<Arc<AppState<S>>>,
     Path(id): Path<String>,
-    body: Option<Json<ApproveBody>>,
+    body: Result<Json<serde_json::Map<String, Value>>, JsonRejection>,
 ) -> ApiResult<TaskJson> {
     let id = task_id(&id)?;
-    let actor = human(body.and_then(|Json(b)| b.by), "api")?;
+    // A JSON object is required (`{}` at least): an approval never comes from an empty post.
+    let Json(body) = body?;
+    let body: ApproveBody = serde_json::from_value(Value::Object(body))
+        .map_err(|e| ApiError { status: StatusCode::UNPROCESSABLE_ENTITY, message: e.to_string() })?;
+    let actor = human(body.by, "api")?;
     let task = state.store().approve(id, actor, jiff::Timestamp::now()).await?;
     Ok(Json(TaskJson::from(&task)))
 }

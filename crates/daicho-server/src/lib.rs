@@ -9,10 +9,13 @@
 //! - `/metrics` ([`metrics`]) in the Prometheus text format.
 //! - `/mcp` ([`mcp`]): the MCP tools over Streamable HTTP.
 //!
-//! Security ([`security`]): every text is escaped by the templates; every form carries a CSRF
-//! token; a non-loopback address is refused without an access token, which every request must
-//! then carry; without a token, requests naming a non-loopback host are refused (DNS
-//! rebinding); request bodies are capped.
+//! Security ([`security`]): every request passes one guard. A non-loopback address is refused
+//! without an access token, which every request must then carry; without a token, requests
+//! naming a host other than loopback or the public URL's are refused (DNS rebinding). No page of
+//! another origin can act for the person (S13): state-changing requests that a browser marks as
+//! coming from another site or origin are refused, API writes must be JSON, and every form
+//! carries a CSRF token. Every response forbids scripts from elsewhere and framing; every text
+//! is escaped by the templates; request bodies are capped; `/api` answers every error as JSON.
 
 pub mod api;
 mod labels;
@@ -44,6 +47,11 @@ pub struct ServerOptions {
     pub ja: bool,
     /// The largest request body accepted, in bytes.
     pub body_limit: usize,
+    /// The URL people open the server at when it is not `http://<the Host they send>`, such as
+    /// `https://daicho.example.com` behind a TLS proxy (`--public-url`, `DAICHO_PUBLIC_URL`).
+    /// Its origin counts as the server's own for the cross-origin check, and without a token its
+    /// host is answered besides loopback.
+    pub public_url: Option<String>,
 }
 
 impl Default for ServerOptions {
@@ -53,6 +61,7 @@ impl Default for ServerOptions {
             token: None,
             ja: false,
             body_limit: 1024 * 1024,
+            public_url: None,
         }
     }
 }
@@ -70,6 +79,9 @@ pub enum ServerError {
     /// The access token is too short to protect anything.
     #[error("the access token must have at least 16 characters")]
     WeakToken,
+    /// The public URL is not an `http` or `https` origin.
+    #[error("the public URL must be http(s)://host[:port], without a path: '{0}'")]
+    BadPublicUrl(String),
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -88,6 +100,8 @@ pub struct AppState<S> {
     /// The CSRF token of this process: embedded in every form, checked on every form post. A
     /// page of another origin cannot read it (same-origin policy), so it cannot forge a post.
     csrf: String,
+    /// What the guard checks every request against (the token, the public URL's origin).
+    rules: security::Rules,
     metrics: Arc<Metrics>,
 }
 
@@ -123,10 +137,17 @@ pub async fn bind<S: Store + 'static>(
         Some(token) if token.chars().count() < 16 => return Err(ServerError::WeakToken),
         _ => {}
     }
+    let public = match options.public_url.as_deref().filter(|u| !u.trim().is_empty()) {
+        Some(url) => {
+            Some(security::SiteOrigin::public_url(url).ok_or_else(|| ServerError::BadPublicUrl(url.into()))?)
+        }
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(options.bind)
         .await
         .map_err(|source| ServerError::Bind { addr: options.bind, source })?;
-    let state = Arc::new(AppState { engine, csrf: security::random_token(), options, metrics });
+    let rules = security::Rules { token: options.token.clone(), public };
+    let state = Arc::new(AppState { engine, csrf: security::random_token(), rules, options, metrics });
     Ok(Bound { listener, router: router(state) })
 }
 
@@ -146,16 +167,22 @@ impl Bound {
     }
 }
 
-/// Every route, behind the access guard and the body limit.
+/// Every route, and the answer for every other path, behind the guard and the body limit.
+///
+/// The guard wraps the whole router as one service, not each route: every request passes it
+/// exactly once, whether a route matches, the method is wrong (405) or nothing matches (404).
 fn router<S: Store + 'static>(state: Arc<AppState<S>>) -> Router {
     let limit = state.options.body_limit;
-    Router::new()
+    let routes = Router::new()
         .merge(ui::routes::<S>())
         .merge(api::routes::<S>())
         .route("/metrics", axum::routing::get(metrics::handler::<S>))
         .route("/login", axum::routing::get(security::login::<S>))
         .nest_service("/mcp", mcp::http_service(Arc::clone(&state.engine)))
-        .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), security::guard::<S>))
+        .fallback(security::not_found)
+        .with_state(Arc::clone(&state));
+    Router::new()
+        .fallback_service(routes)
+        .layer(axum::middleware::from_fn_with_state(state, security::guard::<S>))
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(state)
 }

@@ -62,6 +62,10 @@ pub async fn serve_stdio<S: Store + 'static>(
 }
 
 /// The Streamable HTTP service of the tools, for the web server's `/mcp`.
+///
+/// rmcp's own `Host` allow-list is off: the web server's guard decides which hosts are answered,
+/// by one rule for every route (with a token any host, the token being the guard; without one,
+/// loopback and the public URL's host), and refuses cross-origin writes before rmcp sees them.
 pub(crate) fn http_service<S: Store + 'static>(
     engine: Arc<Engine<S>>,
 ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
@@ -69,10 +73,12 @@ pub(crate) fn http_service<S: Store + 'static>(
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
 > {
     let tools = DaichoMcp::new(engine, None);
+    let config = rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default()
+        .disable_allowed_hosts();
     rmcp::transport::streamable_http_server::StreamableHttpService::new(
         move || Ok(tools.clone()),
         Arc::default(),
-        Default::default(),
+        config,
     )
 }
 

@@ -26,7 +26,7 @@ use daicho_store::{ListFilter, StatusCount, Store, StoreError};
 use serde::Deserialize;
 
 use crate::labels::{Labels, for_locale};
-use crate::security::csrf_ok;
+use crate::security::{csrf_ok, safe_back};
 use crate::{AppState, api};
 
 /// The UI's routes.
@@ -41,6 +41,13 @@ pub(crate) fn routes<S: Store + 'static>() -> Router<Arc<AppState<S>>> {
         .route("/t/{id}/reject", post(reject::<S>))
         .route("/pause", post(pause::<S>))
         .route("/resume", post(resume::<S>))
+        .route("/daicho.css", get(stylesheet))
+}
+
+/// The pages' one stylesheet: the content security policy allows no inline style.
+async fn stylesheet() -> Response {
+    let headers = [(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "max-age=300")];
+    (headers, include_str!("../assets/daicho.css")).into_response()
 }
 
 /// Rows of a ledger page.
@@ -636,13 +643,10 @@ async fn task_page<S: Store + 'static>(
     html(&TaskPage { page, columns, r, fields, journal, runs })
 }
 
-/// Where to go after a form: the page it came from (a local path only), else the task.
+/// Where to go after a form: the page it came from when that is a path on this site
+/// ([`safe_back`]), else `fallback` (the page the form is on, or `/`).
 fn back_to(back: &str, fallback: String) -> Redirect {
-    if back.starts_with('/') && !back.starts_with("//") && !back.contains('\\') {
-        Redirect::to(back)
-    } else {
-        Redirect::to(&fallback)
-    }
+    Redirect::to(&safe_back(back).unwrap_or(fallback))
 }
 
 /// Refuses a form without this process's CSRF token.
@@ -799,5 +803,7 @@ mod tests {
         assert_eq!(location(back_to("/p/PJ-01", "/".into())), "/p/PJ-01");
         assert_eq!(location(back_to("//evil.example/", "/".into())), "/");
         assert_eq!(location(back_to("https://evil.example/", "/t/T-1".into())), "/t/T-1");
+        assert_eq!(location(back_to("/\t/evil.example", "/approvals".into())), "/approvals");
+        assert_eq!(location(back_to("/\n/x", "/".into())), "/");
     }
 }

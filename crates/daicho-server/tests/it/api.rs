@@ -201,6 +201,7 @@ async fn x2_i3_push_list_ready_view_and_metrics() {
     let response = server
         .client
         .post(server.url("/api/v1/push?source=scanner&project=PJ-02"))
+        .header("content-type", "application/json")
         .body(body)
         .send()
         .await
@@ -213,6 +214,7 @@ async fn x2_i3_push_list_ready_view_and_metrics() {
     let again: Value = server
         .client
         .post(server.url("/api/v1/push?source=scanner&project=PJ-02"))
+        .header("content-type", "application/json")
         .body(body)
         .send()
         .await
@@ -225,6 +227,7 @@ async fn x2_i3_push_list_ready_view_and_metrics() {
     let bad = server
         .client
         .post(server.url("/api/v1/push?source=scanner"))
+        .header("content-type", "application/json")
         .body("[{\"title\": \"x\"},\n{\"title\": 5}]")
         .send()
         .await
@@ -380,8 +383,17 @@ async fn i2_forms_need_the_csrf_token_and_bodies_are_capped() {
     assert_eq!(server.store.get(ids[0]).await.expect("get").expect("row").status, Status::Done);
 
     let big = "x".repeat(100 * 1024);
-    let too_big = server.client.post(server.url("/api/v1/push")).body(big).send().await.expect("post");
+    let too_big = server
+        .client
+        .post(server.url("/api/v1/push"))
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .expect("post");
     assert_eq!(too_big.status().as_u16(), 413);
+    let message: Value = too_big.json().await.expect("413 as JSON");
+    assert!(message["error"].is_string(), "{message}");
 }
 
 #[tokio::test]

@@ -1,7 +1,11 @@
-//! The web UI in a real headless Chromium driven through chromedriver (I2). The test fails when
-//! chromedriver or Chromium is missing, unless DAICHO_SKIP_BROWSER=1 says to skip it (CI never
-//! sets it; `.ci/run` installs Debian's `chromium` and `chromium-driver`). Screenshots of the
-//! three pages are saved under `target/screenshots/`.
+//! The web UI in a real headless Chromium driven through chromedriver (I2, S13). The tests fail
+//! when chromedriver or Chromium is missing, unless DAICHO_SKIP_BROWSER=1 says to skip them (CI
+//! never sets it; `.ci/run` installs Debian's `chromium` and `chromium-driver`). Screenshots of
+//! the pages are saved under `target/screenshots/`.
+//!
+//! A person works the ledger through the real pages; a hostile page served from another
+//! origin (another port of 127.0.0.1) tries every way a browser lets it act for the person, and
+//! the ledger stays byte-identical.
 
 use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, Stdio};
@@ -12,7 +16,7 @@ use daicho_server::ServerOptions;
 use daicho_store::Store;
 use fantoccini::{Client, ClientBuilder, Locator};
 
-use crate::{TestServer, item};
+use crate::{TestServer, item, ledger_snapshot, page_csrf};
 
 /// chromedriver as a child process, killed when dropped.
 struct Driver {
@@ -145,6 +149,12 @@ async fn i2_a_person_works_the_ledger_and_the_approval_queue_in_a_real_browser()
         assert_eq!(scripts, serde_json::json!(0));
         let overdue = client.find(Locator::Css(&format!("#row-{}", ids[0]))).await.expect("row");
         assert!(overdue.attr("class").await.expect("class").unwrap_or_default().contains("overdue"));
+        // The stylesheet applies under the content security policy (no inline style is allowed).
+        let header = client
+            .execute("return getComputedStyle(document.querySelector('header')).backgroundColor", vec![])
+            .await
+            .expect("execute");
+        assert_eq!(header, serde_json::json!("rgb(35, 39, 46)"), "the stylesheet is applied");
         save_screenshot(&client, "ledger.png").await;
 
         // A person writes a correction and ticks ▶ run on the first row, and saves.
@@ -227,5 +237,183 @@ async fn i2_a_person_works_the_ledger_and_the_approval_queue_in_a_real_browser()
         assert!(client.find(Locator::Css("#paused-banner")).await.is_err());
         assert_eq!(server.store.paused().await.expect("paused"), None);
     }
+    client.close().await.expect("close the browser");
+}
+
+/// A second web server on another loopback port (another origin, the same site by the
+/// browser's rules) serving one page; stopped when dropped.
+struct HostileSite {
+    base: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HostileSite {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn hostile_site(page: String) -> HostileSite {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let page = page.clone();
+            async move { axum::response::Html(page) }
+        }),
+    );
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    HostileSite { base, task }
+}
+
+/// The responses the server counted with status 4xx (`/metrics`).
+async fn refusals(server: &TestServer) -> u64 {
+    let text =
+        server.client.get(server.url("/metrics")).send().await.expect("metrics").text().await.expect("text");
+    text.lines()
+        .find_map(|l| l.strip_prefix("daicho_http_responses_total{class=\"4xx\"} "))
+        .map_or(0, |n| n.trim().parse().expect("a count"))
+}
+
+/// The hostile page: hidden forms that post to the daicho server's forms and API into hidden
+/// frames (with a guessed CSRF token, with none, and with the real one, which no real attacker
+/// can read: it shows that the origin check refuses alone), `no-cors` fetches of API writes with
+/// the content types a page may send without asking, a CORS fetch with JSON (preflighted), and
+/// a frame of the approval queue. When every attempt has settled, the title says `done` and
+/// `#log` lists the outcomes the page could see.
+fn hostile_page(daicho: &str, external: &str, draft: &str, csrf: &str) -> (String, u64) {
+    let forms = [
+        (format!("{daicho}/t/{external}/approve"), "", vec![("csrf", "0123456789abcdef0123456789abcdef")]),
+        (format!("{daicho}/t/{external}/approve"), "", vec![]),
+        (format!("{daicho}/t/{external}/approve"), "", vec![("csrf", csrf)]),
+        (format!("{daicho}/t/{external}/reject"), "", vec![("csrf", csrf), ("reason", "spam")]),
+        (
+            format!("{daicho}/t/{draft}/edit"),
+            "",
+            vec![("csrf", "guessed"), ("status", "done"), ("run", "on"), ("correction", "rm -rf")],
+        ),
+        (
+            format!("{daicho}/t/{draft}/edit"),
+            "",
+            vec![("csrf", csrf), ("status", "dropped"), ("run", "on"), ("correction", "rm -rf")],
+        ),
+        (format!("{daicho}/pause"), "", vec![("csrf", csrf), ("reason", "owned")]),
+        // A form can send a JSON-looking body as text/plain: `{"by":"mallory","x":"="}`.
+        (
+            format!("{daicho}/api/v1/tasks/{external}/approve"),
+            "text/plain",
+            vec![(r#"{"by":"mallory","x":""#, r#""}"#)],
+        ),
+        (format!("{daicho}/api/v1/push"), "multipart/form-data", vec![("tasks", r#"[{"title":"planted"}]"#)]),
+        (format!("{daicho}/api/v1/push"), "application/x-www-form-urlencoded", vec![("title", "planted")]),
+    ];
+    let mut html = String::from("<!doctype html><meta charset=utf-8><title>loading</title>\n");
+    for (n, (action, enctype, fields)) in forms.iter().enumerate() {
+        let enctype = if enctype.is_empty() { String::new() } else { format!(" enctype=\"{enctype}\"") };
+        html.push_str(&format!(
+            "<iframe name=\"sink{n}\" width=\"60\" height=\"30\"></iframe><form class=\"attack\" method=\"post\" action=\"{action}\" target=\"sink{n}\"{enctype}>"
+        ));
+        for (name, value) in fields {
+            let escape = |s: &str| s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;");
+            html.push_str(&format!(
+                "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
+                escape(name),
+                escape(value)
+            ));
+        }
+        html.push_str("</form>\n");
+    }
+    html.push_str(&format!(
+        "<iframe id=\"framed\" src=\"{daicho}/approvals\" width=\"600\" height=\"300\"></iframe>\n"
+    ));
+    html.push_str("<pre id=\"log\"></pre>\n");
+    let script = r#"<script>
+const D = "DAICHO", EXT = "EXTERNAL", CSRF = "TOKEN";
+const log = (line) => { document.getElementById('log').textContent += line + '\n'; };
+const loaded = (frame) => new Promise((done) => frame.addEventListener('load', () => { log('loaded ' + frame.name); done(); }, { once: true }));
+const attempt = (what, url, init) => fetch(url, init).then(
+  (r) => log(what + ': ' + r.type + ' ' + r.status),
+  (e) => log(what + ': error ' + e));
+window.addEventListener('load', async () => {
+  // The window's load event comes after the frame of the approval queue has loaded.
+  const waits = [];
+  document.querySelectorAll('form.attack').forEach((form) => {
+    waits.push(loaded(document.querySelector('iframe[name="' + form.target + '"]')));
+    form.submit();
+  });
+  const multipart = new FormData();
+  multipart.append('tasks', '[{"title":"planted"}]');
+  waits.push(
+    attempt('approve text/plain', D + '/api/v1/tasks/' + EXT + '/approve',
+      { mode: 'no-cors', method: 'POST', headers: { 'Content-Type': 'text/plain' }, body: '{"by":"mallory"}' }),
+    attempt('approve multipart', D + '/api/v1/tasks/' + EXT + '/approve',
+      { mode: 'no-cors', method: 'POST', body: multipart }),
+    attempt('push text/plain', D + '/api/v1/push',
+      { mode: 'no-cors', method: 'POST', headers: { 'Content-Type': 'text/plain' }, body: '[{"title":"planted"}]' }),
+    attempt('push multipart', D + '/api/v1/push', { mode: 'no-cors', method: 'POST', body: multipart }),
+    attempt('pause urlencoded', D + '/pause',
+      { mode: 'no-cors', method: 'POST', body: new URLSearchParams({ csrf: CSRF, reason: 'owned' }) }),
+    attempt('approve json cors', D + '/api/v1/tasks/' + EXT + '/approve',
+      { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"by":"mallory"}' }),
+  );
+  await Promise.all(waits);
+  log('settled');
+  document.title = 'done';
+});
+</script>"#;
+    html.push_str(&script.replace("DAICHO", daicho).replace("EXTERNAL", external).replace("TOKEN", csrf));
+    // Requests that reach the server: every form, five no-cors fetches and one CORS preflight.
+    (html, forms.len() as u64 + 6)
+}
+
+#[tokio::test]
+async fn s13_a_page_of_another_origin_cannot_act_for_the_person_in_a_real_browser() {
+    let Some(driver) = driver().await else { return };
+    let server = TestServer::start(ServerOptions::default()).await;
+    // An external task waiting for approval (an approval would tick ▶ run), and a plain one.
+    let ids = server
+        .push(vec![item("Mail the customer", "PJ-01", "publish", "ai"), item("draft", "PJ-01", "work", "ai")])
+        .await;
+    server.store.queue_approvals(vec![ids[0]], jiff::Timestamp::now()).await.expect("queue");
+    let before = ledger_snapshot(&server.store).await;
+    let refused_before = refusals(&server).await;
+    let (page, attempts) =
+        hostile_page(&server.base, &ids[0].to_string(), &ids[1].to_string(), &page_csrf(&server).await);
+    let site = hostile_site(page).await;
+    assert_ne!(site.base, server.base);
+
+    let client = browser(&driver).await;
+    client.goto(&format!("{}/", site.base)).await.expect("goto the hostile page");
+    let mut settled = false;
+    for _ in 0..400 {
+        if client.title().await.expect("title") == "done" {
+            settled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = text(&client, "#log").await;
+    assert!(settled, "the hostile page did not finish its attempts: {log}");
+    client.execute("document.getElementById('framed').scrollIntoView()", vec![]).await.expect("scroll");
+    save_screenshot(&client, "hostile.png").await;
+
+    // Every attempt reached the server and was refused there (the browser did not spare us).
+    let refused = refusals(&server).await - refused_before;
+    assert!(refused >= attempts, "{refused} refusals for {attempts} attempts; the page saw:\n{log}");
+    // The frame of the approval queue shows the browser's error page, not the queue.
+    client.find(Locator::Css("#framed")).await.expect("frame").enter_frame().await.expect("enter the frame");
+    let framed = client
+        .execute("return [String(document.location.href), document.querySelectorAll('form, #nav-approvals').length]", vec![])
+        .await
+        .expect("read the frame");
+    client.enter_parent_frame().await.expect("leave the frame");
+    assert_eq!(framed[1], 0, "the approval queue was rendered inside another origin's page: {framed}");
+    assert!(!framed[0].as_str().unwrap_or_default().starts_with(&server.base), "{framed}");
+
+    // Nothing changed: every row, every journal, the approval queue, the kill switch.
+    assert_eq!(ledger_snapshot(&server.store).await, before, "the page saw:\n{log}");
     client.close().await.expect("close the browser");
 }

@@ -5,6 +5,7 @@ mod api;
 mod authority;
 mod browser;
 mod concurrency;
+mod guard;
 
 use std::sync::Arc;
 
@@ -121,4 +122,30 @@ pub fn item(title: &str, project: &str, action: &str, tags: &str) -> Item {
     item.action = action.into();
     item.tags = daicho_core::Tags::parse_list(tags);
     item
+}
+
+/// The whole ledger as text: every row in full (as JSON), every row's journal and runs, the
+/// approval queue and the kill switch. Two equal snapshots mean nothing was written between them.
+pub async fn ledger_snapshot(store: &SqliteStore) -> String {
+    use std::fmt::Write as _;
+
+    let mut out = String::new();
+    for task in store.list(daicho_store::ListFilter::default()).await.expect("list") {
+        let _ = writeln!(out, "{}", serde_json::to_string(&task).expect("row as JSON"));
+        let _ = writeln!(out, "{:?}", store.journal(task.id).await.expect("journal"));
+        let _ = writeln!(out, "{:?}", store.runs(task.id).await.expect("runs"));
+    }
+    let _ = writeln!(out, "approvals {:?}", store.approvals().await.expect("approvals"));
+    let _ = writeln!(out, "paused {:?}", store.paused().await.expect("paused"));
+    out
+}
+
+/// The CSRF token the server's pages embed (as a person's browser has it).
+pub async fn page_csrf(server: &TestServer) -> String {
+    let page = server.client.get(server.url("/")).send().await.expect("get").text().await.expect("text");
+    page.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("csrf in the page")
+        .to_owned()
 }

@@ -36,6 +36,11 @@ pub struct Args {
     /// --bind is not a loopback address.
     #[arg(long, env = "DAICHO_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// The URL people open the web UI at when it is not http://<bind address>, e.g.
+    /// https://daicho.example.com behind a TLS proxy: its origin counts as the server's own for
+    /// form posts and API writes, and without a token its host is answered besides loopback.
+    #[arg(long, env = "DAICHO_PUBLIC_URL")]
+    pub public_url: Option<String>,
     /// Run the schedule only, without the web UI and API.
     #[arg(long)]
     pub no_web: bool,
@@ -59,7 +64,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     // before any role runs.
     let mut server = None;
     if web {
-        server = Some(start_web(&engine, args.bind, args.token.clone(), ctx.ja, &metrics).await?);
+        let (token, public_url) = (args.token.clone(), args.public_url.clone());
+        server = Some(start_web_public(&engine, args.bind, token, public_url, ctx.ja, &metrics).await?);
     }
     let outcome = schedule_loop(&args, ctx, &engine, store, config, &metrics, &owner).await;
     if let Some((stop, handle)) = server {
@@ -81,10 +87,23 @@ pub async fn start_web(
     ja: bool,
     metrics: &std::sync::Arc<daicho_server::Metrics>,
 ) -> anyhow::Result<WebServer> {
+    start_web_public(engine, bind, token, None, ja, metrics).await
+}
+
+/// [`start_web`] with the public URL the server is opened at (`--public-url`), if any.
+pub async fn start_web_public(
+    engine: &std::sync::Arc<daicho_engine::Engine<crate::ledger::AnyStore>>,
+    bind: std::net::SocketAddr,
+    token: Option<String>,
+    public_url: Option<String>,
+    ja: bool,
+    metrics: &std::sync::Arc<daicho_server::Metrics>,
+) -> anyhow::Result<WebServer> {
     let options = daicho_server::ServerOptions {
         bind,
         token: token.filter(|t| !t.is_empty()),
         ja,
+        public_url: public_url.filter(|u| !u.is_empty()),
         ..daicho_server::ServerOptions::default()
     };
     let bound =
