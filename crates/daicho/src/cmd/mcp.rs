@@ -25,6 +25,10 @@ pub struct Args {
     /// With --http: the access token every request must carry (required off loopback).
     #[arg(long, env = "DAICHO_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// With --http: the URL clients reach the server at when it is not http://<bind address>
+    /// (its host is answered, its origin is the server's own), as for `daicho serve`.
+    #[arg(long, env = "DAICHO_PUBLIC_URL")]
+    pub public_url: Option<String>,
 }
 
 /// Runs `daicho mcp`.
@@ -35,7 +39,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let metrics = std::sync::Arc::new(daicho_server::Metrics::default());
-    let (stop, handle) = super::serve::start_web(&engine, args.bind, args.token, ctx.ja, &metrics).await?;
+    let (stop, handle) =
+        super::serve::start_web(&engine, args.bind, args.token, args.public_url, ctx.ja, &metrics).await?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

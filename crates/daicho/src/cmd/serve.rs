@@ -65,7 +65,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let mut server = None;
     if web {
         let (token, public_url) = (args.token.clone(), args.public_url.clone());
-        server = Some(start_web_public(&engine, args.bind, token, public_url, ctx.ja, &metrics).await?);
+        server = Some(start_web(&engine, args.bind, token, public_url, ctx.ja, &metrics).await?);
     }
     let outcome = schedule_loop(&args, ctx, &engine, store, config, &metrics, &owner).await;
     if let Some((stop, handle)) = server {
@@ -79,19 +79,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
 pub type WebServer = (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>);
 
 /// Binds the web UI, API and `/mcp` to `bind` (refusing a non-loopback address without a token)
-/// and serves them in the background.
+/// and serves them in the background; `public_url` is the URL people open it at
+/// (`--public-url`), if not http://<bind>.
 pub async fn start_web(
-    engine: &std::sync::Arc<daicho_engine::Engine<crate::ledger::AnyStore>>,
-    bind: std::net::SocketAddr,
-    token: Option<String>,
-    ja: bool,
-    metrics: &std::sync::Arc<daicho_server::Metrics>,
-) -> anyhow::Result<WebServer> {
-    start_web_public(engine, bind, token, None, ja, metrics).await
-}
-
-/// [`start_web`] with the public URL the server is opened at (`--public-url`), if any.
-pub async fn start_web_public(
     engine: &std::sync::Arc<daicho_engine::Engine<crate::ledger::AnyStore>>,
     bind: std::net::SocketAddr,
     token: Option<String>,
