@@ -207,13 +207,33 @@ pub struct Engine<S> {
 
 /// This worker's name: `host:pid`.
 pub fn worker_name() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
+    format!("{}:{}", host_name(), std::process::id())
+}
+
+/// This machine's name, as worker names carry it.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "local".to_owned());
-    format!("{host}:{}", std::process::id())
+        .unwrap_or_else(|| "local".to_owned())
+}
+
+/// Whether a lease owner (`host:pid`) is a daicho process of this machine that is gone: its
+/// runs are lost although their leases have not expired yet (S14). Owners of other machines,
+/// remote workers and agents are not judged.
+pub fn owner_is_gone(owner: &str) -> bool {
+    let Some((host, pid)) = owner.rsplit_once(':') else { return false };
+    let Ok(pid) = pid.parse::<u32>() else { return false };
+    if host != host_name() {
+        return false;
+    }
+    // A pid may be reused: a living process that is not daicho does not hold the lease either.
+    match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(cmdline) => !String::from_utf8_lossy(&cmdline).contains("daicho"),
+        Err(_) => true,
+    }
 }
 
 /// The start of the current local day, for daily caps.

@@ -59,6 +59,23 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             fix: "daicho sweep --role run-requested --max 0   (counts every lost run as one failure; runs nothing)".into(),
         });
     }
+    for task in running.iter().filter(|t| t.lease.as_ref().is_some_and(|l| l.expires_at > now)) {
+        let Some(lease) = &task.lease else { continue };
+        if daicho_engine::owner_is_gone(&lease.owner) {
+            findings.push(Finding {
+                kind: "dead_owner",
+                task: Some(task.id.to_string()),
+                explanation: format!(
+                    "running under {}, a process of this machine that is gone: the run is lost (its lease ends at {})",
+                    lease.owner, lease.expires_at
+                ),
+                fix: format!(
+                    "wait until {} and `daicho sweep --role run-requested --max 0` counts it as a lost run, or return it now: daicho set {} --status pending",
+                    lease.expires_at, task.id
+                ),
+            });
+        }
+    }
     let ready = store.ready(now, 5_000).await?;
     let reasons = engine.explain_unpaused(&ready.tasks, Role::Auto).await?;
     for (task, reason) in ready.tasks.iter().zip(reasons) {

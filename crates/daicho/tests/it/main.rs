@@ -5,6 +5,7 @@ mod cli;
 mod doctor;
 mod engine;
 mod errors;
+mod fault;
 mod formats;
 mod mcp;
 mod plan;

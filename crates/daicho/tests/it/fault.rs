@@ -1,0 +1,259 @@
+//! One live execution per task (S14) under the faults an operator meets: SIGKILL of daicho's
+//! whole process group, Ctrl-C, SIGTERM to a worker, an executor that escapes its group, a
+//! store that cannot be written. Real processes, real signals, a real SQLite file.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::Ledger;
+
+/// An executor that logs its start, starts a grandchild that leaves its process group
+/// (`setsid`) and logs when it ends, records both pids, then works for `$WORK` seconds and logs
+/// its end.
+const ESCAPING: &str = r#"cat > /dev/null
+echo "start $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
+echo $$ > "$LOG.$DAICHO_TASK_ID.$DAICHO_ATTEMPT.pid"
+setsid sh -c 'echo $$ > "$LOG.$DAICHO_TASK_ID.$DAICHO_ATTEMPT.escaped"; sleep 40; echo "escaped-end $DAICHO_TASK_ID" >> "$LOG"' > /dev/null 2>&1 < /dev/null &
+sleep "${WORK:-30}"
+echo "end $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
+echo "result of $DAICHO_TASK_ID"
+"#;
+
+fn config(ledger: &Ledger, lease: &str, timeout: &str) {
+    let script = ledger.script("work.sh", ESCAPING);
+    ledger.file(
+        "daicho.toml",
+        format!(
+            "[policy]\nlease = \"{lease}\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\n\
+             command = [\"{script}\"]\ntimeout = \"{timeout}\"\nauto = true\n"
+        ),
+    );
+}
+
+fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a process is gone (or a zombie waiting to be reaped).
+fn gone(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+        .map_or(true, |s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) == Some("Z"))
+}
+
+fn pid_of(ledger: &Ledger, name: &str) -> String {
+    let path = ledger.dir.path().join(format!("executors.log.{name}"));
+    wait_for(&format!("{name} to be written"), Duration::from_secs(10), || path.exists());
+    std::fs::read_to_string(path).expect("pid")
+}
+
+/// `daicho ARGS` in a process group of its own, as a shell runs a job.
+fn spawn(ledger: &Ledger, args: &[&str], envs: &[(&str, &str)]) -> Child {
+    use std::os::unix::process::CommandExt as _;
+    let mut command = ledger.command(args);
+    command.envs(envs.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    command.spawn().expect("daicho starts")
+}
+
+fn signal_group(child: &Child, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([signal, "--", &format!("-{}", child.id())])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn signal(child: &Child, signal: &str) {
+    let status = std::process::Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+}
+
+fn count(lines: &[String], prefix: &str) -> usize {
+    lines.iter().filter(|l| l.starts_with(prefix)).count()
+}
+
+/// S14, S4: `kill -9` of daicho's whole process group while a 30 s executor runs: the executor
+/// and the grandchild that left its group are gone within a second, and the retry after the
+/// lease never overlaps them (neither ever logs its end).
+#[test]
+fn s14_kill_9_of_daicho_ends_its_executor_at_once_and_the_retry_never_overlaps() {
+    let ledger = Ledger::new();
+    config(&ledger, "2s", "60s");
+    ledger.run(&["add", "long work", "--action", "work"]).ok();
+    let mut run = spawn(&ledger, &["run", "T-0001"], &[]);
+    let executor = pid_of(&ledger, "T-0001.1.pid");
+    let escaped = pid_of(&ledger, "T-0001.1.escaped");
+    signal_group(&run, "-KILL");
+    run.wait().unwrap();
+    let killed = Instant::now();
+    wait_for("the executor and its escaped grandchild to be gone", Duration::from_secs(1), || {
+        gone(&executor) && gone(&escaped)
+    });
+    assert!(killed.elapsed() < Duration::from_secs(1));
+    // After the lease, the lost run is counted and the task runs again (briefly this time).
+    std::thread::sleep(Duration::from_millis(2100));
+    let retry = ledger.command(&["run", "T-0001", "--json"]).env("WORK", "0").output().unwrap();
+    assert!(retry.status.success(), "{}", String::from_utf8_lossy(&retry.stderr));
+    let lines = ledger.log_lines();
+    assert_eq!(
+        (count(&lines, "start T-0001 1"), count(&lines, "start T-0001 2"), count(&lines, "end T-0001 2")),
+        (1, 1, 1),
+        "{lines:?}"
+    );
+    assert_eq!(count(&lines, "end T-0001 1") + count(&lines, "escaped-end"), 0, "no overlap: {lines:?}");
+    let task = &ledger.tasks()[0];
+    assert_eq!((task.status.as_str(), task.failures), ("review", 1), "the lost run counted once");
+}
+
+/// S14: Ctrl-C (SIGINT to the foreground group, daicho's) of `daicho run`: nothing new starts,
+/// the run may finish within `--grace`; past it the executor and its escaped grandchild are
+/// killed and the claim is returned — pending, no failure, journaled `interrupted`.
+#[test]
+fn s14_ctrl_c_of_run_returns_the_claim_without_a_failure() {
+    let ledger = Ledger::new();
+    config(&ledger, "30s", "60s");
+    ledger.run(&["add", "long work", "--action", "work"]).ok();
+    let run = spawn(&ledger, &["run", "T-0001", "--grace", "1s", "--json"], &[]);
+    let executor = pid_of(&ledger, "T-0001.1.pid");
+    let escaped = pid_of(&ledger, "T-0001.1.escaped");
+    signal_group(&run, "-INT");
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        (report["result"].as_str(), report["status"].as_str()),
+        (Some("interrupted"), Some("pending"))
+    );
+    wait_for("the run's processes to be gone", Duration::from_secs(1), || gone(&executor) && gone(&escaped));
+    let task = &ledger.tasks()[0];
+    assert_eq!((task.status.as_str(), task.failures, task.lease_owner.as_deref()), ("pending", 0, None));
+    let journal = ledger.run(&["log", "T-0001", "--json"]).ok().stdout;
+    assert!(journal.contains("\"interrupted\""), "{journal}");
+    assert_eq!(count(&ledger.log_lines(), "end T-0001"), 0);
+}
+
+/// S14: SIGTERM to a worker with four runs in flight: it claims nothing more, lets the four
+/// finish and records them, counts no failure, and exits 0.
+#[test]
+fn s14_sigterm_to_a_worker_drains_its_runs() {
+    let ledger = Ledger::new();
+    config(&ledger, "30s", "60s");
+    for i in 1..=6 {
+        ledger.run(&["add", &format!("task {i}"), "--action", "work", "--tag", "ai"]).ok();
+    }
+    let worker =
+        spawn(&ledger, &["worker", "--concurrency", "4", "--poll", "100ms", "--json"], &[("WORK", "2")]);
+    wait_for("four runs to start", Duration::from_secs(20), || count(&ledger.log_lines(), "start ") == 4);
+    signal(&worker, "-TERM");
+    let out = worker.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let totals: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!((totals["ran"].as_u64(), totals["failed"].as_u64()), (Some(4), Some(0)), "{totals}");
+    let lines = ledger.log_lines();
+    assert_eq!((count(&lines, "start "), count(&lines, "end ")), (4, 4), "{lines:?}");
+    let tasks = ledger.tasks();
+    assert_eq!(tasks.iter().filter(|t| t.status == "review").count(), 4);
+    assert_eq!(tasks.iter().filter(|t| t.status == "pending" && t.attempt == 0).count(), 2, "none claimed");
+    assert!(tasks.iter().all(|t| t.failures == 0));
+}
+
+/// S11, S14: a timeout is enforced although a grandchild left the group and holds stdout open;
+/// the grandchild is killed with the run.
+#[test]
+fn s11_s14_a_timeout_kills_a_grandchild_that_left_the_group() {
+    let ledger = Ledger::new();
+    let script = ledger.script(
+        "leak.sh",
+        "cat > /dev/null\nsetsid sh -c 'echo $$ > \"$LOG.leaked\"; sleep 40' &\nsleep 40\n",
+    );
+    ledger.file(
+        "daicho.toml",
+        format!(
+            "[[action]]\nname = \"leak\"\nkind = \"command\"\ncommand = [\"{script}\"]\ntimeout = \"1s\"\n"
+        ),
+    );
+    ledger.run(&["add", "leaks", "--action", "leak"]).ok();
+    let started = Instant::now();
+    let run = ledger.run(&["run", "T-0001", "--json"]);
+    let elapsed = started.elapsed();
+    assert_eq!(run.json::<Value>()["result"], "timeout", "{}", run.stdout);
+    assert!(elapsed < Duration::from_secs(20), "the timeout held: {elapsed:?}");
+    let leaked = pid_of(&ledger, "leaked");
+    wait_for("the escaped grandchild to be gone", Duration::from_secs(1), || gone(&leaked));
+}
+
+/// S14 self-fencing: while a lock holder keeps the SQLite ledger from being written, a worker
+/// cannot renew its lease; it kills its run before the lease ends, so no later claim overlaps.
+#[test]
+fn s14_a_worker_that_cannot_renew_its_lease_kills_its_run_before_the_lease_ends() {
+    let ledger = Ledger::new();
+    config(&ledger, "3s", "60s");
+    ledger.run(&["add", "long work", "--action", "work"]).ok();
+    let run = spawn(&ledger, &["run", "T-0001", "--json"], &[]);
+    let executor = pid_of(&ledger, "T-0001.1.pid");
+    let db = ledger.dir.path().join(".daicho/ledger.db");
+    let holder = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys, time\n\
+             c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n\
+             c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\ntime.sleep(8)\nc.execute('COMMIT')\n",
+        ])
+        .arg(&db)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 holds the lock");
+    let mut holder = holder;
+    {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "locked");
+    }
+    let locked = Instant::now();
+    wait_for("the run to fence itself", Duration::from_secs(6), || gone(&executor));
+    // The last lease was taken at most one heartbeat (1 s) before the lock: it ends at most 4 s
+    // after the lock was taken, and the run was gone before that.
+    assert!(locked.elapsed() < Duration::from_secs(4), "killed {:?} after the lock", locked.elapsed());
+    holder.wait().unwrap();
+    let out = run.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["result"], "lease_lost", "{report}");
+    assert_eq!(count(&ledger.log_lines(), "end T-0001"), 0);
+}
+
+/// S14, F3: `daicho doctor` finds at once a `running` row whose owner, a daicho process of this
+/// machine, is gone — before its lease expires — and its fix returns the row.
+#[test]
+fn s14_doctor_finds_a_run_whose_owner_is_gone_before_its_lease_ends() {
+    let ledger = Ledger::new();
+    config(&ledger, "10m", "60s");
+    ledger.run(&["add", "long work", "--action", "work"]).ok();
+    let before = ledger.run(&["doctor", "--json"]);
+    assert_eq!(before.code, 0, "{}", before.stdout);
+    let mut run = spawn(&ledger, &["run", "T-0001"], &[]);
+    pid_of(&ledger, "T-0001.1.pid");
+    let alive = ledger.run(&["doctor", "--json"]);
+    assert_eq!(alive.code, 0, "a live owner is not stuck: {}", alive.stdout);
+    signal_group(&run, "-KILL");
+    run.wait().unwrap();
+    let found = ledger.run(&["doctor", "--json"]);
+    assert_eq!(found.code, 1);
+    let report: Value = found.json();
+    let finding = &report["findings"][0];
+    assert_eq!(
+        (finding["kind"].as_str(), finding["task"].as_str()),
+        (Some("dead_owner"), Some("T-0001")),
+        "{report}"
+    );
+    let fix = finding["fix"].as_str().unwrap();
+    let command = fix.rsplit("return it now: daicho ").next().unwrap();
+    let args: Vec<&str> = command.split_whitespace().collect();
+    ledger.run(&args).ok();
+    assert_eq!(ledger.run(&["doctor", "--json"]).code, 0, "the fix worked");
+}
