@@ -162,7 +162,7 @@ pub enum RunOne {
 }
 
 /// A run done by an executor, its end not yet recorded.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Performed {
     ctx: RunContext,
     action: String,
@@ -172,7 +172,7 @@ pub struct Performed {
 }
 
 /// How a performed run ended.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 enum Ended {
     /// The executor ended: its outcome.
     Ran(ExecOutcome),

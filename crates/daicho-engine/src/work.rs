@@ -120,6 +120,28 @@ impl<S: Store + 'static> Engine<S> {
         let mut contended = 0;
         let mut looks: u64 = 0;
         tokio::pin!(stop);
+        // S14: a transient store fault (a lost connection, a lock held too long) is ridden out
+        // with backoff and jitter; runs in flight go on, their ends wait to be recorded.
+        let mut backoff = Duration::ZERO;
+        macro_rules! store {
+            ($call:expr) => {
+                match $call {
+                    Ok(value) => value,
+                    Err(e) if e.is_retryable() => {
+                        backoff = (backoff * 2).clamp(Duration::from_millis(100), Duration::from_secs(10));
+                        let jitter = Duration::from_millis(spread_seed(&self.worker, looks) % 100);
+                        looks += 1;
+                        tracing::warn!("store unavailable, trying again in {:?}: {e}", backoff + jitter);
+                        tokio::select! {
+                            () = &mut stop => return Ok(totals),
+                            () = tokio::time::sleep(backoff + jitter) => {}
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+        }
         loop {
             // Asked to stop? (Looked at on every turn: a busy worker may never reach the wait.)
             tokio::select! {
@@ -142,7 +164,8 @@ impl<S: Store + 'static> Engine<S> {
                         Ok(None) | Err(_) => break,
                     }
                 }
-                let reports = self.record(std::mem::take(&mut ended)).await?;
+                let reports = store!(self.record(ended.clone()).await);
+                ended.clear();
                 totals.finish_commits += 1;
                 for report in &reports {
                     totals.count(report);
@@ -164,7 +187,7 @@ impl<S: Store + 'static> Engine<S> {
             if free > 0 && self.pause_file_reason().is_none() {
                 if last_expiry.is_none_or(|at| at.elapsed() >= options.poll) {
                     let lost =
-                        self.store.expire_leases(Timestamp::now(), self.config.policy.failures).await?;
+                        store!(self.store.expire_leases(Timestamp::now(), self.config.policy.failures).await);
                     totals.lost_counted += lost.len();
                     last_expiry = Some(Instant::now());
                 }
@@ -172,15 +195,16 @@ impl<S: Store + 'static> Engine<S> {
                 // point of this worker's own, so that workers stop racing for the same head.
                 let spread = (contended > 0).then(|| spread_seed(&self.worker, looks));
                 looks += 1;
-                let (requests, to_queue) = self.plan_claims(free, &queued, &failed_here, spread).await?;
+                let (requests, to_queue) =
+                    store!(self.plan_claims(free, &queued, &failed_here, spread).await);
                 if !to_queue.is_empty() {
-                    let newly = self.store.queue_approvals(to_queue.clone(), Timestamp::now()).await?;
+                    let newly = store!(self.store.queue_approvals(to_queue.clone(), Timestamp::now()).await);
                     totals.queued += newly.len();
                     queued.extend(to_queue);
                 }
                 requested = requests.len();
                 if !requests.is_empty() {
-                    let outcomes = self.store.claim_many(requests.clone()).await?;
+                    let outcomes = store!(self.store.claim_many(requests.clone()).await);
                     totals.claim_commits += 1;
                     for (outcome, request) in outcomes.into_iter().zip(&requests) {
                         let task = match outcome {
@@ -199,6 +223,7 @@ impl<S: Store + 'static> Engine<S> {
                     }
                 }
             }
+            backoff = Duration::ZERO;
             // Some claims lost to other workers: the next look spreads out.
             contended = if claimed < requested { contended + 1 } else { 0 };
             if claimed > 0 || (1..=3).contains(&contended) {

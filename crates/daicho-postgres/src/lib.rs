@@ -38,17 +38,82 @@ const ANALYZE_AFTER: usize = 1_000;
 /// The advisory lock that serializes structural writes.
 const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
 
-/// Wraps a PostgreSQL error as a store error. Connection details (and so passwords) are never
+/// Wraps a PostgreSQL error as a store error, with the server's own message (severity, SQLSTATE,
+/// detail, hint) where there is one; a lost connection, a server shutting down or a refused
+/// connection is [`StoreError::Unavailable`]. Connection details (and so passwords) are never
 /// part of these messages.
-pub(crate) fn backend(error: impl std::fmt::Display) -> StoreError {
+pub(crate) fn backend<E: std::fmt::Display + 'static>(error: E) -> StoreError {
+    let any: &dyn std::any::Any = &error;
+    if let Some(pg) = any.downcast_ref::<tokio_postgres::Error>() {
+        return pg_error(pg);
+    }
+    if let Some(pool) = any.downcast_ref::<deadpool_postgres::PoolError>() {
+        return match pool {
+            deadpool_postgres::PoolError::Backend(pg) => pg_error(pg),
+            other => StoreError::Unavailable(format!("no PostgreSQL connection: {other}")),
+        };
+    }
     StoreError::Backend(error.to_string())
+}
+
+/// A tokio-postgres error as a store error (see [`backend`]).
+fn pg_error(error: &tokio_postgres::Error) -> StoreError {
+    use std::error::Error as _;
+
+    if let Some(db) = error.as_db_error() {
+        let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+        if let Some(detail) = db.detail() {
+            text.push_str(&format!(" (detail: {detail})"));
+        }
+        if let Some(hint) = db.hint() {
+            text.push_str(&format!(" (hint: {hint})"));
+        }
+        let class = db.code().code().get(..2).unwrap_or_default();
+        // 08: connection exceptions; 57P01–57P03: admin shutdown, crash shutdown, cannot connect
+        // now; 40001/40P01: serialization failure, deadlock; 53: insufficient resources.
+        let transient = matches!(class, "08" | "53")
+            || matches!(db.code().code(), "57P01" | "57P02" | "57P03" | "40001" | "40P01");
+        return if transient { StoreError::Unavailable(text) } else { StoreError::Backend(text) };
+    }
+    // No server message: the connection itself (closed, refused, timed out, reset).
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    StoreError::Unavailable(text)
+}
+
+/// The connection settings of `url`, with daicho's defaults where the URL sets none (S14): a
+/// connect timeout of 10 s, TCP keepalives after 30 s idle, a TCP user timeout of 60 s and a
+/// statement timeout of 5 minutes, so a server that stops answering is noticed instead of
+/// hanging every command.
+fn connection_config(url: &str) -> Result<tokio_postgres::Config> {
+    let mut config: tokio_postgres::Config =
+        url.parse().map_err(|e| StoreError::Backend(format!("bad PostgreSQL URL {}: {e}", redact(url))))?;
+    let names = |name: &str| url.contains(&format!("{name}="));
+    if !names("connect_timeout") {
+        config.connect_timeout(std::time::Duration::from_secs(10));
+    }
+    if !names("keepalives") && !names("keepalives_idle") {
+        config.keepalives(true).keepalives_idle(std::time::Duration::from_secs(30));
+    }
+    if !names("tcp_user_timeout") {
+        config.tcp_user_timeout(std::time::Duration::from_secs(60));
+    }
+    if !url.contains("statement_timeout") {
+        let options = config.get_options().unwrap_or_default().to_owned();
+        config.options(format!("{options} -c statement_timeout=300000").trim_start().to_owned());
+    }
+    Ok(config)
 }
 
 /// A ledger in a PostgreSQL database.
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
-    url: String,
+    config: tokio_postgres::Config,
     /// Notifications of `daicho_ready`, once a worker first waits for work.
     wakeups: std::sync::Arc<tokio::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<()>>>>,
 }
@@ -94,12 +159,10 @@ impl PgStore {
     ///
     /// As [`PgStore::open`].
     pub async fn open_reporting(url: &str) -> Result<(PgStore, usize)> {
-        let config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e| StoreError::Backend(format!("bad PostgreSQL URL {}: {e}", redact(url))))?;
-        let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+        let config = connection_config(url)?;
+        let manager = deadpool_postgres::Manager::new(config.clone(), tokio_postgres::NoTls);
         let pool = Pool::builder(manager).max_size(8).build().map_err(backend)?;
-        let store = PgStore { pool, url: url.to_owned(), wakeups: Default::default() };
+        let store = PgStore { pool, config, wakeups: Default::default() };
         let mut client = store.client().await?;
         let applied = schema::migrate(&mut client).await?;
         Ok((store, applied))
@@ -113,9 +176,7 @@ impl PgStore {
 
     /// A connection that LISTENs on the ready channel, feeding `wakeups`.
     async fn listen(&self) -> Result<tokio::sync::mpsc::UnboundedReceiver<()>> {
-        let (client, mut connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
-            .await
-            .map_err(|e| StoreError::Backend(format!("cannot connect to PostgreSQL: {e}")))?;
+        let (client, mut connection) = self.config.connect(tokio_postgres::NoTls).await.map_err(backend)?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
@@ -158,7 +219,13 @@ impl PgStore {
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
-        self.pool.get().await.map_err(|e| StoreError::Backend(format!("cannot connect to PostgreSQL: {e}")))
+        self.pool.get().await.map_err(|e| match backend(e) {
+            StoreError::Unavailable(text) => {
+                StoreError::Unavailable(format!("cannot connect to PostgreSQL: {text}"))
+            }
+            StoreError::Backend(text) => StoreError::Backend(format!("cannot connect to PostgreSQL: {text}")),
+            other => other,
+        })
     }
 }
 

@@ -74,7 +74,15 @@ struct Inner {
 
 /// Wraps a SQLite error as a store error.
 pub(crate) fn backend(error: rusqlite::Error) -> StoreError {
-    StoreError::Backend(error.to_string())
+    match &error {
+        // Another process held the write lock past the busy timeout: try again later.
+        rusqlite::Error::SqliteFailure(e, _)
+            if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) =>
+        {
+            StoreError::Unavailable(format!("{error} (another process holds the ledger's write lock)"))
+        }
+        _ => StoreError::Backend(error.to_string()),
+    }
 }
 
 impl SqliteStore {

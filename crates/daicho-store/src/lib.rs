@@ -50,9 +50,21 @@ pub enum StoreError {
     /// by a claim.
     #[error(transparent)]
     Refused(#[from] daicho_core::authority::Refusal),
+    /// The database is out of reach or busy for now: a lost or refused connection, a server
+    /// shutting down, a lock held longer than the busy timeout. Trying again later may succeed;
+    /// nothing was written.
+    #[error("database unavailable (temporary; try again): {0}")]
+    Unavailable(String),
     /// The database failed or could not be opened.
     #[error("database: {0}")]
     Backend(String),
+}
+
+impl StoreError {
+    /// Whether trying again later may succeed ([`StoreError::Unavailable`]).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
 }
 
 /// A store result.

@@ -1,7 +1,8 @@
 //! `daicho` (台帳, "ledger"): a durable, dependency-aware task ledger for AI-agent work with
 //! people in the loop. This binary is the command line: it parses arguments (clap), opens the
 //! ledger and runs one subcommand. Results go to stdout (a table, or JSON with `--json`); logs
-//! and errors go to stderr. Exit codes: 0 ok, 1 error, 2 usage.
+//! and errors go to stderr. Exit codes: 0 ok, 1 error, 2 usage, 75 a temporary failure (the
+//! database out of reach or busy: try again).
 
 mod cli;
 mod cmd;
@@ -55,9 +56,17 @@ fn main() -> ExitCode {
         Err(err) if output::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             output::report_error(&err, json);
-            ExitCode::from(1)
+            exit_code_of(&err)
         }
     }
+}
+
+/// 75 (EX_TEMPFAIL) when trying again later may succeed — the database out of reach or busy
+/// (S14) — else 1.
+fn exit_code_of(err: &anyhow::Error) -> ExitCode {
+    let retryable =
+        err.chain().any(|c| c.downcast_ref::<daicho_store::StoreError>().is_some_and(|e| e.is_retryable()));
+    ExitCode::from(if retryable { 75 } else { 1 })
 }
 
 fn init_logging(verbose: u8) {

@@ -45,7 +45,10 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             let message = format!("{err:#}");
             eprintln!("daicho: error: {message}");
             output::print_json(&serde_json::json!({ "error": message }))?;
-            Ok(ExitCode::from(1))
+            let retryable = err
+                .chain()
+                .any(|c| c.downcast_ref::<daicho_store::StoreError>().is_some_and(|e| e.is_retryable()));
+            Ok(ExitCode::from(if retryable { 75 } else { 1 }))
         }
     }
 }

@@ -850,3 +850,79 @@ fn i5_init_upgrades_an_older_postgres_ledger_without_calling_it_created() {
     ledger.run(&["add", "after the upgrade", "--project", "PJ-01"]).ok();
     assert_eq!(ledger.tasks().len(), 1);
 }
+
+/// S14, I5: PostgreSQL backends of the test database are terminated every second while two
+/// workers run a 400-task DAG: the workers stay up (they reconnect with backoff), every task
+/// completes, and no completion ran twice.
+#[test]
+fn s14_postgres_workers_survive_backend_terminations() {
+    let Some(db) = PgDatabase::fresh("terminate") else { return };
+    let ledger = Ledger::uninitialized();
+    let with_db = |args: &[&str]| {
+        let mut all = vec!["--db", db.url.as_str()];
+        all.extend_from_slice(args);
+        all.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let run = |args: &[&str]| {
+        let all = with_db(args);
+        ledger.run(&all.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    run(&["init"]).ok();
+    let pids = logged_steps(&ledger, "0.1");
+    // A lease long enough to ride out a reconnection.
+    let config = std::fs::read_to_string(ledger.dir.path().join("daicho.toml")).unwrap();
+    ledger.file("daicho.toml", config.replace("lease = \"1s\"", "lease = \"10s\""));
+    let n = 400;
+    let tasks: Vec<String> = (1..=n)
+        .map(|i| {
+            let deps = if i > 8 { format!("\"n{}\"", i - 8) } else { String::new() };
+            format!("{{\"id\": \"n{i}\", \"title\": \"node {i}\", \"action\": \"work\", \"tags\": [\"ai\"], \"deps\": [{deps}]}}")
+        })
+        .collect();
+    run(&["import", &ledger.file("dag.json", format!("[{}]", tasks.join(",")))]).ok();
+    let worker = with_db(&["worker", "--concurrency", "4", "--poll", "200ms"]);
+    let spawn = || {
+        ledger
+            .command(&worker.iter().map(String::as_str).collect::<Vec<_>>())
+            .env("PIDS", &pids)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut workers = [spawn(), spawn()];
+    // A listing may itself be cut by a termination (exit 75): look again.
+    let open = || -> usize {
+        for _ in 0..20 {
+            let listed = run(&["list", "--json", "--status", "open"]);
+            if listed.code == 0 {
+                return listed.json::<Vec<TaskJson>>().len();
+            }
+            assert_eq!(listed.code, 75, "a lost connection is temporary: {}", listed.stderr);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the ledger could not be listed");
+    };
+    let (started, mut terminations) = (Instant::now(), 0);
+    while open() > 0 && started.elapsed() < Duration::from_secs(120) {
+        pg_admin(format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' AND pid <> pg_backend_pid()",
+            db.name
+        ));
+        terminations += 1;
+        for w in &mut workers {
+            assert!(w.try_wait().unwrap().is_none(), "a worker exited after {terminations} terminations");
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    for w in &mut workers {
+        assert!(w.try_wait().unwrap().is_none(), "the workers stayed up");
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    assert!(terminations >= 5, "backends were terminated while the workers ran ({terminations})");
+    let tasks: Vec<TaskJson> = run(&["list", "--json"]).ok().json();
+    assert!(tasks.iter().all(|t| t.status == "done"), "every task done");
+    assert_each_completion_ran_once(&tasks, &ledger.log_lines());
+    eprintln!("{n} tasks, {terminations} terminations, {:?}", started.elapsed());
+}

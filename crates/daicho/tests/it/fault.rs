@@ -257,3 +257,51 @@ fn s14_doctor_finds_a_run_whose_owner_is_gone_before_its_lease_ends() {
     ledger.run(&args).ok();
     assert_eq!(ledger.run(&["doctor", "--json"]).code, 0, "the fix worked");
 }
+
+/// S14: a SQLite write lock held by another process for longer than the busy timeout makes the
+/// worker wait (backoff) and go on, not exit; every task completes once.
+#[test]
+fn s14_a_worker_waits_out_a_sqlite_lock_held_past_the_busy_timeout() {
+    let ledger = Ledger::new();
+    config(&ledger, "60s", "60s");
+    for i in 1..=12 {
+        ledger.run(&["add", &format!("task {i}"), "--action", "work", "--tag", "ai"]).ok();
+    }
+    let mut worker = spawn(
+        &ledger,
+        &["worker", "--concurrency", "2", "--poll", "100ms", "--once", "--json"],
+        &[("WORK", "0.2")],
+    );
+    wait_for("a first run to end", Duration::from_secs(20), || count(&ledger.log_lines(), "end ") >= 1);
+    let db = ledger.dir.path().join(".daicho/ledger.db");
+    let mut holder = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys, time\n\
+             c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n\
+             c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\ntime.sleep(13)\nc.execute('COMMIT')\n",
+        ])
+        .arg(&db)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 holds the lock");
+    {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "locked");
+    }
+    let locked = Instant::now();
+    while locked.elapsed() < Duration::from_secs(12) {
+        assert!(worker.try_wait().unwrap().is_none(), "the worker exited while the ledger was locked");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    holder.wait().unwrap();
+    let out = worker.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("store unavailable"), "it waited, and said so");
+    let tasks = ledger.tasks();
+    assert!(tasks.iter().all(|t| t.status == "review" && t.failures == 0), "{tasks:?}");
+    let lines = ledger.log_lines();
+    assert_eq!((count(&lines, "start "), count(&lines, "end ")), (12, 12), "each ran once: {lines:?}");
+}
