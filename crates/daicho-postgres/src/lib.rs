@@ -113,7 +113,7 @@ fn connection_config(url: &str) -> Result<tokio_postgres::Config> {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
-    config: tokio_postgres::Config,
+    config: std::sync::Arc<tokio_postgres::Config>,
     /// Notifications of `daicho_ready`, once a worker first waits for work.
     wakeups: std::sync::Arc<tokio::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<()>>>>,
 }
@@ -162,7 +162,7 @@ impl PgStore {
         let config = connection_config(url)?;
         let manager = deadpool_postgres::Manager::new(config.clone(), tokio_postgres::NoTls);
         let pool = Pool::builder(manager).max_size(8).build().map_err(backend)?;
-        let store = PgStore { pool, config, wakeups: Default::default() };
+        let store = PgStore { pool, config: std::sync::Arc::new(config), wakeups: Default::default() };
         let mut client = store.client().await?;
         let applied = schema::migrate(&mut client).await?;
         Ok((store, applied))
