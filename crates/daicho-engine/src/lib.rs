@@ -12,6 +12,7 @@ pub mod executor;
 pub mod llm;
 pub mod remote;
 pub mod sources;
+pub mod spool;
 pub mod supervise;
 mod work;
 
@@ -150,6 +151,9 @@ pub struct SweepReport {
     pub queued: Vec<TaskId>,
     /// Eligible tasks left for a later sweep (the per-invocation limit), never dropped silently.
     pub truncated: usize,
+    /// Run ends found in this machine's spool and recorded first (finished work a crash left
+    /// unrecorded, S14).
+    pub recovered: usize,
 }
 
 /// The outcome of `daicho run T-…`.
@@ -203,6 +207,7 @@ pub struct Engine<S> {
     worker: String,
     pause_file: Option<PathBuf>,
     stop: tokio::sync::watch::Receiver<Stop>,
+    spool: Option<spool::Spool>,
 }
 
 /// This worker's name: `host:pid`.
@@ -247,7 +252,92 @@ impl<S: Store + 'static> Engine<S> {
     pub fn new(store: Arc<S>, config: Config, pause_file: Option<PathBuf>) -> Engine<S> {
         let specs = config.specs();
         let stop = stop_control().1;
-        Engine { store, config, specs, worker: worker_name(), pause_file, stop }
+        Engine { store, config, specs, worker: worker_name(), pause_file, stop, spool: None }
+    }
+
+    /// Keeps every run's end in `spool` on this machine until the ledger has recorded it, and
+    /// records what an earlier process left there before anything else (S14).
+    pub fn with_spool(mut self, spool: spool::Spool) -> Engine<S> {
+        self.spool = Some(spool);
+        self
+    }
+
+    /// Records the run ends an earlier daicho on this machine left in the spool, each fenced by
+    /// its attempt and worker; drops those no longer current. Returns how many were recorded.
+    ///
+    /// # Errors
+    ///
+    /// A store error other than a stale end ([`StoreError::LeaseLost`], [`StoreError::NotFound`]).
+    pub async fn recover_spooled(&self) -> Result<usize, StoreError> {
+        let Some(spool) = &self.spool else { return Ok(0) };
+        let (ends, bad) = spool.list();
+        for path in bad {
+            tracing::warn!("unreadable run end in the spool, left for a person: {path}");
+        }
+        let mut recovered = 0;
+        for spooled in ends {
+            let Some(id) = spooled.id() else { continue };
+            let end = match spooled.end.clone() {
+                spool::SpooledOutcome::Success { result, status, tokens_in, tokens_out } => {
+                    RunEnd::Success { result, status, tokens_in, tokens_out }
+                }
+                spool::SpooledOutcome::Failure { error, timeout } => RunEnd::Failure { error, timeout },
+                spool::SpooledOutcome::Interrupted { reason } => RunEnd::Interrupted { reason },
+            };
+            let finish = Finish {
+                id,
+                attempt: spooled.attempt,
+                worker: spooled.worker.clone(),
+                now: Timestamp::now(),
+                end,
+                policy: self.config.policy.failures,
+            };
+            match self.store.finish(finish).await {
+                Ok(row) => {
+                    recovered += 1;
+                    tracing::warn!(
+                        task = %id, attempt = spooled.attempt, status = %row.status,
+                        "recorded a run that ended before its worker {} could record it", spooled.worker
+                    );
+                }
+                Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => {
+                    tracing::info!(task = %id, attempt = spooled.attempt, "spooled end no longer current: dropped");
+                }
+                Err(e) => return Err(e),
+            }
+            spool.remove(id, spooled.attempt);
+        }
+        Ok(recovered)
+    }
+
+    /// Writes a run's end to the spool (when there is one) before it is recorded.
+    async fn spool_end(&self, performed: &Performed) {
+        let Some(spool) = self.spool.clone() else { return };
+        let end = match &performed.outcome {
+            Ended::LeaseLost => return,
+            Ended::Interrupted(reason) => spool::SpooledOutcome::Interrupted { reason: reason.clone() },
+            Ended::Ran(ExecOutcome::Success { result, tokens, .. }) => spool::SpooledOutcome::Success {
+                result: result.clone(),
+                status: performed.on_success,
+                tokens_in: tokens.map(|t| t.0),
+                tokens_out: tokens.map(|t| t.1),
+            },
+            Ended::Ran(ExecOutcome::Failure { error, timeout }) => {
+                spool::SpooledOutcome::Failure { error: error.clone(), timeout: *timeout }
+            }
+        };
+        let (id, attempt) = (performed.ctx.task.id, performed.ctx.task.attempt);
+        let spooled = spool::SpooledEnd {
+            task: id.to_string(),
+            attempt,
+            worker: self.worker.clone(),
+            action: performed.action.clone(),
+            end,
+        };
+        let written = tokio::task::spawn_blocking(move || spool.put(id, &spooled)).await;
+        if !matches!(written, Ok(Ok(()))) {
+            tracing::warn!(task = %id, attempt, "the run's end could not be spooled: {written:?}");
+        }
     }
 
     /// Lets the operator stop the engine's runs through `stop` (S14).
@@ -369,7 +459,9 @@ impl<S: Store + 'static> Engine<S> {
             held: Vec::new(),
             queued: Vec::new(),
             truncated: 0,
+            recovered: 0,
         };
+        report.recovered = self.recover_spooled().await?;
         if let Some(reason) = self.paused().await? {
             report.paused = Some(reason);
             return Ok(report);
@@ -444,6 +536,7 @@ impl<S: Store + 'static> Engine<S> {
     pub async fn run_task(&self, id: TaskId, heavy: bool) -> Result<RunOne, StoreError> {
         let held =
             |task: &Task, hold| Ok(RunOne::Held(Held { id: task.id, title: task.title.clone(), hold }));
+        self.recover_spooled().await?;
         let now = Timestamp::now();
         if let Some(reason) = self.paused().await? {
             let task = self.store.get(id).await?.ok_or(StoreError::NotFound(id))?;
@@ -530,12 +623,14 @@ impl<S: Store + 'static> Engine<S> {
                 Ended::Interrupted("stopped by the operator: the executor was killed, the claim returned".to_owned())
             }
         };
-        Performed {
+        let performed = Performed {
             ctx,
             action: action.spec.name.clone(),
             on_success: action.spec.on_success.status(),
             outcome,
-        }
+        };
+        self.spool_end(&performed).await;
+        performed
     }
 
     /// Records the ends of several runs in one transaction (fenced by attempt each), then pushes
@@ -607,6 +702,12 @@ impl<S: Store + 'static> Engine<S> {
                 out.push(report);
                 continue;
             };
+            // Recorded, or no longer current: the spooled copy of the end has done its job.
+            if let Some(spool) = &self.spool
+                && matches!(end, Ok(_) | Err(StoreError::LeaseLost { .. }))
+            {
+                spool.remove(report.id, report.attempt);
+            }
             match end {
                 Ok(row) => report.status = Some(row.status),
                 Err(StoreError::LeaseLost { .. }) => {

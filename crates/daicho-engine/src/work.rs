@@ -39,6 +39,8 @@ pub struct WorkTotals {
     pub lease_lost: usize,
     /// Runs the operator's stop killed; their claims were returned without a failure (S14).
     pub interrupted: usize,
+    /// Run ends an earlier process left in this machine's spool, recorded at the start (S14).
+    pub recovered: usize,
     /// Lost runs of others (or of a killed predecessor) counted by this worker (S4).
     pub lost_counted: usize,
     /// External tasks put in the approval queue.
@@ -142,7 +144,13 @@ impl<S: Store + 'static> Engine<S> {
                 }
             };
         }
+        let mut recovered = false;
         loop {
+            // What an earlier process on this machine finished but could not record comes first.
+            if !recovered {
+                totals.recovered = store!(self.recover_spooled().await);
+                recovered = true;
+            }
             // Asked to stop? (Looked at on every turn: a busy worker may never reach the wait.)
             tokio::select! {
                 biased;

@@ -384,6 +384,8 @@ pub struct SweepJson {
     pub queued: Vec<String>,
     /// Eligible tasks left for a later sweep.
     pub truncated: usize,
+    /// Run ends a crashed process left in this machine's spool, recorded first (S14).
+    pub recovered: usize,
 }
 
 impl From<&daicho_engine::SweepReport> for SweepJson {
@@ -399,6 +401,7 @@ impl From<&daicho_engine::SweepReport> for SweepJson {
             held: r.held.iter().map(HeldJson::from).collect(),
             queued: r.queued.iter().map(ToString::to_string).collect(),
             truncated: r.truncated,
+            recovered: r.recovered,
         }
     }
 }

@@ -28,6 +28,28 @@ fn postgres_url(path: &Path) -> Option<String> {
     (text.starts_with("postgres://") || text.starts_with("postgresql://")).then(|| text.into_owned())
 }
 
+/// This machine's spool of run ends for the ledger (S14): beside a SQLite file
+/// (`ledger.db.spool/`); for PostgreSQL under `$XDG_STATE_HOME` (or `~/.local/state`)
+/// `/daicho/spool/<host_port_database>`, one directory per database, so an end is only ever
+/// recorded into the ledger it came from.
+pub fn spool_dir(path: &Path) -> PathBuf {
+    let Some(url) = postgres_url(path) else {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".spool");
+        return PathBuf::from(name);
+    };
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from(".daicho"));
+    // The part after the credentials and before any parameters names the database.
+    let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    let rest = rest.split('?').next().unwrap_or(rest);
+    let name: String = rest.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    state.join("daicho/spool").join(name)
+}
+
 /// How the ledger is named in messages: a path, or a URL without its password.
 pub fn display(path: &Path) -> String {
     match postgres_url(path) {

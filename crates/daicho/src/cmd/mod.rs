@@ -91,12 +91,14 @@ impl Context {
     /// The engine of a command that runs executors (`run`, `sweep`, `worker`, `serve`), under
     /// the operator's stop (S14): the first SIGINT or SIGTERM claims nothing new and lets runs
     /// under way finish for `--grace`; then, or at a second signal, they are killed and their
-    /// claims returned without a failure; a third signal exits at once.
+    /// claims returned without a failure; a third signal exits at once. Run ends go through this
+    /// machine's spool, so a crash never loses a run that finished.
     pub async fn running_engine(
         &self,
         config: daicho_engine::Config,
     ) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
-        Ok(self.engine_with(config).await?.with_stop(operator_stop(self.grace)?))
+        let spool = daicho_engine::spool::Spool::new(crate::ledger::spool_dir(&self.db));
+        Ok(self.engine_with(config).await?.with_stop(operator_stop(self.grace)?).with_spool(spool))
     }
 }
 

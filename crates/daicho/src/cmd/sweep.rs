@@ -79,6 +79,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     for id in &report.queued {
         lines.push(format!("queued {id} for approval"));
     }
+    if report.recovered > 0 {
+        lines.push(format!("recorded {} run end(s) a crashed process left unrecorded", report.recovered));
+    }
     lines.push(format!(
         "{} ran, {} held, {} queued for approval, truncated: {}",
         report.ran.len(),

@@ -45,6 +45,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         "failed": totals.failed,
         "lease_lost": totals.lease_lost,
         "interrupted": totals.interrupted,
+        "recovered": totals.recovered,
         "lost_counted": totals.lost_counted,
         "queued": totals.queued,
         "claim_commits": totals.claim_commits,

@@ -305,3 +305,57 @@ fn s14_a_worker_waits_out_a_sqlite_lock_held_past_the_busy_timeout() {
     let lines = ledger.log_lines();
     assert_eq!((count(&lines, "start "), count(&lines, "end ")), (12, 12), "each ran once: {lines:?}");
 }
+
+/// S14, D3: a run that finished but whose end its daicho could not record (the ledger locked,
+/// then the process killed) is recorded by the next daicho on this machine from the spool —
+/// not counted as lost, not run again.
+#[test]
+fn s14_a_finished_but_unrecorded_run_is_recorded_not_rerun() {
+    let ledger = Ledger::new();
+    config(&ledger, "10m", "60s");
+    ledger.run(&["add", "short work", "--action", "work", "--tag", "ai"]).ok();
+    let run = spawn(&ledger, &["run", "T-0001"], &[("WORK", "1")]);
+    pid_of(&ledger, "T-0001.1.pid");
+    let db = ledger.dir.path().join(".daicho/ledger.db");
+    let mut holder = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys\n\
+             c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n\
+             c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\nsys.stdin.read()\n",
+        ])
+        .arg(&db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 holds the lock");
+    {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "locked");
+    }
+    wait_for("the run to end", Duration::from_secs(10), || count(&ledger.log_lines(), "end T-0001 1") == 1);
+    let spool = ledger.dir.path().join(".daicho/ledger.db.spool");
+    wait_for("the end to be spooled", Duration::from_secs(5), || {
+        std::fs::read_dir(&spool).is_ok_and(|d| d.flatten().count() == 1)
+    });
+    // daicho dies before it could record the end; then the lock goes.
+    let mut run = run;
+    signal_group(&run, "-KILL");
+    run.wait().unwrap();
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
+    assert_eq!(ledger.tasks()[0].status, "running", "the end was not recorded");
+    let report: Value = ledger.run(&["sweep", "--role", "auto", "--json"]).ok().json();
+    assert_eq!(report["recovered"], 1, "{report}");
+    assert_eq!(report["lost"], serde_json::json!([]), "not counted as lost");
+    assert_eq!(report["ran"], serde_json::json!([]), "not run again");
+    let task = &ledger.tasks()[0];
+    assert_eq!(
+        (task.status.as_str(), task.failures, task.result.as_str()),
+        ("review", 0, "result of T-0001")
+    );
+    assert_eq!(count(&ledger.log_lines(), "start T-0001"), 1);
+    assert!(std::fs::read_dir(&spool).is_ok_and(|d| d.flatten().count() == 0), "the spool is emptied");
+}

@@ -1,0 +1,162 @@
+//! The run-end spool (S14, D3): finished work is not thrown away.
+//!
+//! When an executor ends, its outcome is written to a file of this machine's spool directory
+//! (written whole, synced, renamed into place) before the finish is committed, and removed once
+//! the ledger has recorded it. If daicho dies in between — a crash, a kill, the store out of
+//! reach for longer than the process lived — the next daicho on this machine that sweeps, works
+//! or runs reads the spool first and records each end whose attempt is still current, fenced as
+//! every finish is (same attempt, same worker). A run that finished is recorded, not counted as
+//! lost and re-run. Ends whose attempt is no longer current (its lease expired and was counted,
+//! or it was recorded after all) are dropped.
+
+use std::path::{Path, PathBuf};
+
+use daicho_core::{Status, TaskId};
+use serde::{Deserialize, Serialize};
+
+/// One spooled run end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpooledEnd {
+    /// The task, as written (`T-0042`).
+    pub task: String,
+    /// The attempt that ended.
+    pub attempt: u32,
+    /// The worker that held the claim.
+    pub worker: String,
+    /// The action that ran.
+    pub action: String,
+    /// How it ended.
+    pub end: SpooledOutcome,
+}
+
+/// How a spooled run ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum SpooledOutcome {
+    /// It succeeded: the row goes to `status` with `result`.
+    Success {
+        /// The result.
+        result: String,
+        /// `review` or `done`.
+        status: Status,
+        /// Prompt tokens.
+        tokens_in: Option<u64>,
+        /// Completion tokens.
+        tokens_out: Option<u64>,
+    },
+    /// It failed or timed out.
+    Failure {
+        /// What went wrong.
+        error: String,
+        /// Whether it timed out.
+        timeout: bool,
+    },
+    /// The operator stopped it.
+    Interrupted {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl SpooledEnd {
+    /// The task id.
+    pub fn id(&self) -> Option<TaskId> {
+        TaskId::parse(&self.task)
+    }
+}
+
+/// A spool directory on this machine.
+#[derive(Clone, Debug)]
+pub struct Spool {
+    dir: PathBuf,
+}
+
+impl Spool {
+    /// The spool in `dir` (created when first written).
+    pub fn new(dir: impl Into<PathBuf>) -> Spool {
+        Spool { dir: dir.into() }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, task: TaskId, attempt: u32) -> PathBuf {
+        self.dir.join(format!("{task}-{attempt}.json"))
+    }
+
+    /// Writes an end durably: a temporary file, synced, renamed into place, the directory
+    /// synced.
+    ///
+    /// # Errors
+    ///
+    /// The file system's error (the run's end is then only as durable as the finish commit).
+    pub fn put(&self, task: TaskId, end: &SpooledEnd) -> std::io::Result<()> {
+        use std::io::Write as _;
+
+        std::fs::create_dir_all(&self.dir)?;
+        let path = self.path(task, end.attempt);
+        let temp = self.dir.join(format!(".{task}-{}.{}.tmp", end.attempt, std::process::id()));
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(&serde_json::to_vec(end).map_err(std::io::Error::other)?)?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&temp, &path)?;
+        std::fs::File::open(&self.dir)?.sync_all()
+    }
+
+    /// Removes an end once the ledger has recorded it (or it is no longer current).
+    pub fn remove(&self, task: TaskId, attempt: u32) {
+        let _ = std::fs::remove_file(self.path(task, attempt));
+    }
+
+    /// Every spooled end, with the files that cannot be read (named, so they can be looked at).
+    pub fn list(&self) -> (Vec<SpooledEnd>, Vec<String>) {
+        let mut ends = Vec::new();
+        let mut bad = Vec::new();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return (ends, bad) };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            match std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<SpooledEnd>(&b).ok()) {
+                Some(end) => ends.push(end),
+                None => bad.push(path.display().to_string()),
+            }
+        }
+        ends.sort_by(|a, b| (&a.task, a.attempt).cmp(&(&b.task, b.attempt)));
+        (ends, bad)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s14_a_spooled_end_survives_and_is_removed_once_recorded() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spool = Spool::new(dir.path().join("spool"));
+        let end = SpooledEnd {
+            task: "T-0042".into(),
+            attempt: 2,
+            worker: "host:7".into(),
+            action: "work".into(),
+            end: SpooledOutcome::Success {
+                result: "done".into(),
+                status: Status::Review,
+                tokens_in: Some(3),
+                tokens_out: None,
+            },
+        };
+        spool.put(TaskId::new(42), &end).expect("put");
+        std::fs::write(spool.dir().join("garbage.json"), "{").expect("write");
+        let (ends, bad) = spool.list();
+        assert_eq!(ends, [end]);
+        assert_eq!(bad.len(), 1);
+        spool.remove(TaskId::new(42), 2);
+        assert!(spool.list().0.is_empty());
+    }
+}
