@@ -75,14 +75,21 @@ fn pg_error(error: &tokio_postgres::Error) -> StoreError {
             || matches!(db.code().code(), "57P01" | "57P02" | "57P03" | "40001" | "40P01");
         return if transient { StoreError::Unavailable(text) } else { StoreError::Backend(text) };
     }
-    // No server message: the connection itself (closed, refused, timed out, reset).
+    // No server message: the connection itself (closed, refused, timed out, reset) is
+    // temporary; anything else (a value that does not convert, say) is not.
     let mut text = error.to_string();
+    let mut io = false;
     let mut source = error.source();
     while let Some(cause) = source {
+        io |= cause.is::<std::io::Error>();
         text.push_str(&format!(": {cause}"));
         source = cause.source();
     }
-    StoreError::Unavailable(text)
+    if error.is_closed() || io || text.starts_with("error connecting") || text.contains("timed out") {
+        StoreError::Unavailable(text)
+    } else {
+        StoreError::Backend(text)
+    }
 }
 
 /// The connection settings of `url`, with daicho's defaults where the URL sets none (S14): a

@@ -120,3 +120,30 @@ fn passwords_never_appear_in_messages() {
     );
     assert_eq!(daicho_postgres::redact("postgres://daicho@db/ledger"), "postgres://daicho@db/ledger");
 }
+
+/// S14: errors say what the server said (a missing database, a wrong user), and a server that
+/// cannot be reached is a temporary error, not a hang.
+#[tokio::test]
+async fn s14_errors_carry_the_servers_message_and_unreachable_is_temporary() {
+    if skip() {
+        return;
+    }
+    let missing = with_database(&admin_url(), &format!("daicho_missing_{}", std::process::id()));
+    let err = PgStore::open(&missing).await.expect_err("no such database");
+    let text = err.to_string();
+    assert!(text.contains("3D000") && text.contains("does not exist"), "{text}");
+    assert!(!err.is_retryable(), "a missing database is not temporary: {text}");
+    let wrong_user = admin_url().replacen("postgres@", "daicho_no_such_role@", 1);
+    let err = PgStore::open(&wrong_user).await.expect_err("no such role");
+    assert!(err.to_string().contains("28000") || err.to_string().contains("28P01"), "{err}");
+    let closed = "postgres://postgres@127.0.0.1:9/postgres?connect_timeout=2";
+    let err = PgStore::open(closed).await.expect_err("nothing listens on port 9");
+    assert!(err.is_retryable(), "an unreachable server is temporary: {err}");
+    assert!(
+        err.to_string().starts_with("database unavailable (temporary; try again): cannot connect"),
+        "{err}"
+    );
+    let with_password = "postgres://postgres:s3cret@127.0.0.1:9/postgres?connect_timeout=2";
+    let err = PgStore::open(with_password).await.expect_err("unreachable");
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+}
