@@ -207,6 +207,51 @@ fn kill_descendants() {
     }
 }
 
+/// Kills every process of this machine (that this user may see) running an earlier attempt of
+/// `task`: one whose environment names the task (`DAICHO_TASK_ID`) and an attempt below
+/// `attempt` (`DAICHO_ATTEMPT`). Called before a new attempt starts, so that no earlier one
+/// still runs here whatever became of its supervisor (S14: a retry never overlaps). Returns how
+/// many processes were killed.
+pub fn kill_earlier_attempts(task: &str, attempt: u32) -> usize {
+    let me = std::process::id();
+    let task_var = format!("DAICHO_TASK_ID={task}");
+    let mut killed = 0;
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
+        let mut ours = false;
+        let mut earlier = false;
+        for var in environ.split(|b| *b == 0) {
+            if var == task_var.as_bytes() {
+                ours = true;
+            } else if let Some(n) = var.strip_prefix(b"DAICHO_ATTEMPT=") {
+                earlier = std::str::from_utf8(n)
+                    .ok()
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| n < attempt);
+            }
+        }
+        if ours
+            && earlier
+            && let Some(pid) = Pid::from_raw(pid as i32)
+        {
+            tracing::warn!(
+                task,
+                attempt,
+                pid = pid.as_raw_nonzero().get(),
+                "killing a process of an earlier attempt"
+            );
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
+            killed += 1;
+        }
+    }
+    killed
+}
+
 /// The living processes whose parent chain leads to `root` (zombies left out).
 pub fn descendants(root: i32) -> Vec<i32> {
     let mut parent_of: Vec<(i32, i32)> = Vec::new();

@@ -258,7 +258,7 @@ fn s14_doctor_finds_a_run_whose_owner_is_gone_before_its_lease_ends() {
     assert_eq!(ledger.run(&["doctor", "--json"]).code, 0, "the fix worked");
 }
 
-/// S14: a SQLite write lock held by another process for longer than the busy timeout makes the
+/// S14: a SQLite write lock held by another process for 20 s (twice the busy timeout) makes the
 /// worker wait (backoff) and go on, not exit; every task completes once.
 #[test]
 fn s14_a_worker_waits_out_a_sqlite_lock_held_past_the_busy_timeout() {
@@ -279,7 +279,7 @@ fn s14_a_worker_waits_out_a_sqlite_lock_held_past_the_busy_timeout() {
             "-c",
             "import sqlite3, sys, time\n\
              c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n\
-             c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\ntime.sleep(13)\nc.execute('COMMIT')\n",
+             c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\ntime.sleep(20)\nc.execute('COMMIT')\n",
         ])
         .arg(&db)
         .stdout(Stdio::piped())
@@ -292,7 +292,7 @@ fn s14_a_worker_waits_out_a_sqlite_lock_held_past_the_busy_timeout() {
         assert_eq!(line.trim(), "locked");
     }
     let locked = Instant::now();
-    while locked.elapsed() < Duration::from_secs(12) {
+    while locked.elapsed() < Duration::from_secs(19) {
         assert!(worker.try_wait().unwrap().is_none(), "the worker exited while the ledger was locked");
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -358,4 +358,31 @@ fn s14_a_finished_but_unrecorded_run_is_recorded_not_rerun() {
     );
     assert_eq!(count(&ledger.log_lines(), "start T-0001"), 1);
     assert!(std::fs::read_dir(&spool).is_ok_and(|d| d.flatten().count() == 0), "the spool is emptied");
+}
+
+/// S14: even when the supervisor itself is SIGKILLed with daicho (nothing left to clean up), the
+/// next attempt of the task on this machine first kills every process of the earlier one, so
+/// the retry never overlaps it.
+#[test]
+fn s14_a_retry_kills_what_is_left_of_an_earlier_attempt_first() {
+    let ledger = Ledger::new();
+    config(&ledger, "2s", "60s");
+    ledger.run(&["add", "long work", "--action", "work"]).ok();
+    let mut run = spawn(&ledger, &["run", "T-0001"], &[]);
+    let executor = pid_of(&ledger, "T-0001.1.pid");
+    let escaped = pid_of(&ledger, "T-0001.1.escaped");
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", executor.trim())).unwrap();
+    let supervisor: String = stat.rsplit(')').next().unwrap().split_whitespace().nth(1).unwrap().to_owned();
+    std::process::Command::new("kill").args(["-KILL", &supervisor]).status().unwrap();
+    signal_group(&run, "-KILL");
+    run.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!gone(&executor) && !gone(&escaped), "orphaned, the earlier attempt still runs");
+    std::thread::sleep(Duration::from_millis(2000));
+    let retry = ledger.command(&["run", "T-0001", "--json"]).env("WORK", "0").output().unwrap();
+    assert!(retry.status.success(), "{}", String::from_utf8_lossy(&retry.stderr));
+    assert!(gone(&executor) && gone(&escaped), "the retry killed the earlier attempt first");
+    let lines = ledger.log_lines();
+    assert_eq!(count(&lines, "end T-0001 1") + count(&lines, "escaped-end"), 0, "no overlap: {lines:?}");
+    assert_eq!(count(&lines, "end T-0001 2"), 1);
 }
