@@ -221,11 +221,16 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
         return failure("the action has no command".to_owned());
     };
     let (mut command, supervised) = command_for(program, args);
-    if supervised {
-        // No earlier attempt of this task may still run on this machine (S14).
-        let (task, attempt) = (ctx.task.id.to_string(), ctx.task.attempt);
-        let _ = tokio::task::spawn_blocking(move || crate::supervise::kill_earlier_attempts(&task, attempt))
+    if let Some(ledger) = crate::supervise::ledger() {
+        command.env(crate::supervise::LEDGER_VAR, ledger);
+        if supervised {
+            // No earlier attempt of this task of this ledger may still run on this machine (S14).
+            let (task, attempt) = (ctx.task.id.to_string(), ctx.task.attempt);
+            let _ = tokio::task::spawn_blocking(move || {
+                crate::supervise::kill_earlier_attempts(ledger, &task, attempt)
+            })
             .await;
+        }
     }
     command
         .env("DAICHO_TASK_ID", ctx.task.id.to_string())

@@ -35,6 +35,23 @@ pub const SUBCOMMAND: &str = "__supervise";
 
 static SUPERVISOR: OnceLock<PathBuf> = OnceLock::new();
 
+static LEDGER: OnceLock<String> = OnceLock::new();
+
+/// The environment variable that names the ledger of a run (for [`kill_earlier_attempts`]).
+pub const LEDGER_VAR: &str = "DAICHO_LEDGER";
+
+/// Names the ledger this process runs tasks of (an absolute path, or a URL without its
+/// password). Every run carries it in `DAICHO_LEDGER`, so that [`kill_earlier_attempts`] only
+/// ever kills runs of the same ledger: two ledgers on one machine both have a `T-0001`.
+pub fn use_ledger(name: String) {
+    let _ = LEDGER.set(name);
+}
+
+/// The ledger this process runs tasks of, if named.
+pub fn ledger() -> Option<&'static str> {
+    LEDGER.get().map(String::as_str)
+}
+
 /// Makes every later `command` run go through the supervisor at `exe` (the `daicho` binary,
 /// which answers [`SUBCOMMAND`]). Without it, runs are children of daicho itself: their process
 /// group is killed on every end daicho sees, but not when daicho is killed.
@@ -208,13 +225,14 @@ fn kill_descendants() {
 }
 
 /// Kills every process of this machine (that this user may see) running an earlier attempt of
-/// `task`: one whose environment names the task (`DAICHO_TASK_ID`) and an attempt below
-/// `attempt` (`DAICHO_ATTEMPT`). Called before a new attempt starts, so that no earlier one
-/// still runs here whatever became of its supervisor (S14: a retry never overlaps). Returns how
-/// many processes were killed.
-pub fn kill_earlier_attempts(task: &str, attempt: u32) -> usize {
+/// `task` of `ledger`: one whose environment names the ledger (`DAICHO_LEDGER`), the task
+/// (`DAICHO_TASK_ID`) and an attempt below `attempt` (`DAICHO_ATTEMPT`). Called before a new
+/// attempt starts, so that no earlier one still runs here whatever became of its supervisor
+/// (S14: a retry never overlaps). Returns how many processes were killed.
+pub fn kill_earlier_attempts(ledger: &str, task: &str, attempt: u32) -> usize {
     let me = std::process::id();
     let task_var = format!("DAICHO_TASK_ID={task}");
+    let ledger_var = format!("{LEDGER_VAR}={ledger}");
     let mut killed = 0;
     let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
     for entry in entries.flatten() {
@@ -223,11 +241,12 @@ pub fn kill_earlier_attempts(task: &str, attempt: u32) -> usize {
             continue;
         }
         let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
-        let mut ours = false;
-        let mut earlier = false;
+        let (mut ours, mut same_ledger, mut earlier) = (false, false, false);
         for var in environ.split(|b| *b == 0) {
             if var == task_var.as_bytes() {
                 ours = true;
+            } else if var == ledger_var.as_bytes() {
+                same_ledger = true;
             } else if let Some(n) = var.strip_prefix(b"DAICHO_ATTEMPT=") {
                 earlier = std::str::from_utf8(n)
                     .ok()
@@ -236,6 +255,7 @@ pub fn kill_earlier_attempts(task: &str, attempt: u32) -> usize {
             }
         }
         if ours
+            && same_ledger
             && earlier
             && let Some(pid) = Pid::from_raw(pid as i32)
         {

@@ -50,6 +50,15 @@ pub fn spool_dir(path: &Path) -> PathBuf {
     state.join("daicho/spool").join(name)
 }
 
+/// The ledger's identity on this machine: the SQLite file's absolute path, or the URL without
+/// its password (S14: a run's processes are told apart by ledger, task and attempt).
+pub fn identity(path: &Path) -> String {
+    match postgres_url(path) {
+        Some(url) => daicho_postgres::redact(&url),
+        None => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()).display().to_string(),
+    }
+}
+
 /// How the ledger is named in messages: a path, or a URL without its password.
 pub fn display(path: &Path) -> String {
     match postgres_url(path) {

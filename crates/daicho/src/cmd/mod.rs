@@ -97,6 +97,7 @@ impl Context {
         &self,
         config: daicho_engine::Config,
     ) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
+        daicho_engine::supervise::use_ledger(crate::ledger::identity(&self.db));
         let spool = daicho_engine::spool::Spool::new(crate::ledger::spool_dir(&self.db));
         Ok(self.engine_with(config).await?.with_stop(operator_stop(self.grace)?).with_spool(spool))
     }

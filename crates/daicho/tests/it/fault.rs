@@ -386,3 +386,27 @@ fn s14_a_retry_kills_what_is_left_of_an_earlier_attempt_first() {
     assert_eq!(count(&lines, "end T-0001 1") + count(&lines, "escaped-end"), 0, "no overlap: {lines:?}");
     assert_eq!(count(&lines, "end T-0001 2"), 1);
 }
+
+/// S14: the kill of an earlier attempt is scoped to its ledger: a second ledger on the machine
+/// running its own T-0001 a second time leaves this ledger's T-0001 alone.
+#[test]
+fn s14_a_retry_never_touches_another_ledgers_task_of_the_same_id() {
+    let first = Ledger::new();
+    config(&first, "60s", "60s");
+    first.run(&["add", "long work", "--action", "work"]).ok();
+    let mut run = spawn(&first, &["run", "T-0001"], &[]);
+    let executor = pid_of(&first, "T-0001.1.pid");
+    let second = Ledger::new();
+    config(&second, "60s", "60s");
+    second.run(&["add", "other work", "--action", "work"]).ok();
+    for _ in 0..2 {
+        let ran = second.command(&["run", "T-0001"]).env("WORK", "0").output().unwrap();
+        assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+        second.run(&["set", "T-0001", "--status", "pending"]).ok();
+    }
+    assert_eq!(second.tasks()[0].attempt, 2);
+    assert!(!gone(&executor), "the first ledger's run goes on");
+    signal_group(&run, "-KILL");
+    run.wait().unwrap();
+    wait_for("the first run to end with its daicho", Duration::from_secs(1), || gone(&executor));
+}
