@@ -73,6 +73,34 @@ fn signal(child: &Child, signal: &str) {
     assert!(status.success());
 }
 
+/// Another process holding the ledger's SQLite write lock (`BEGIN EXCLUSIVE`) until `seconds`
+/// pass, or, with `None`, until its stdin closes. Returns once the lock is held.
+fn hold_lock(ledger: &Ledger, seconds: Option<u32>) -> Child {
+    let release = match seconds {
+        Some(s) => format!("time.sleep({s})"),
+        None => "sys.stdin.read()".to_owned(),
+    };
+    let mut holder = std::process::Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import sqlite3, sys, time\n\
+                 c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n\
+                 c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\n{release}\nc.execute('COMMIT')\n"
+            ),
+        ])
+        .arg(ledger.dir.path().join(".daicho/ledger.db"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 holds the lock");
+    use std::io::BufRead as _;
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "locked");
+    holder
+}
+
 fn count(lines: &[String], prefix: &str) -> usize {
     lines.iter().filter(|l| l.starts_with(prefix)).count()
 }
@@ -196,25 +224,7 @@ fn s14_a_worker_that_cannot_renew_its_lease_kills_its_run_before_the_lease_ends(
     ledger.run(&["add", "long work", "--action", "work"]).ok();
     let run = spawn(&ledger, &["run", "T-0001", "--json"], &[]);
     let executor = pid_of(&ledger, "T-0001.1.pid");
-    let db = ledger.dir.path().join(".daicho/ledger.db");
-    let holder = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sqlite3, sys, time\n\
-             c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n\
-             c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\ntime.sleep(8)\nc.execute('COMMIT')\n",
-        ])
-        .arg(&db)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 holds the lock");
-    let mut holder = holder;
-    {
-        use std::io::BufRead as _;
-        let mut line = String::new();
-        std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "locked");
-    }
+    let mut holder = hold_lock(&ledger, Some(8));
     let locked = Instant::now();
     wait_for("the run to fence itself", Duration::from_secs(6), || gone(&executor));
     // The last lease was taken at most one heartbeat (1 s) before the lock: it ends at most 4 s
@@ -273,24 +283,7 @@ fn s14_a_worker_waits_out_a_sqlite_lock_held_past_the_busy_timeout() {
         &[("WORK", "0.2")],
     );
     wait_for("a first run to end", Duration::from_secs(20), || count(&ledger.log_lines(), "end ") >= 1);
-    let db = ledger.dir.path().join(".daicho/ledger.db");
-    let mut holder = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sqlite3, sys, time\n\
-             c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n\
-             c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\ntime.sleep(20)\nc.execute('COMMIT')\n",
-        ])
-        .arg(&db)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 holds the lock");
-    {
-        use std::io::BufRead as _;
-        let mut line = String::new();
-        std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "locked");
-    }
+    let mut holder = hold_lock(&ledger, Some(20));
     let locked = Instant::now();
     while locked.elapsed() < Duration::from_secs(19) {
         assert!(worker.try_wait().unwrap().is_none(), "the worker exited while the ledger was locked");
@@ -316,25 +309,7 @@ fn s14_a_finished_but_unrecorded_run_is_recorded_not_rerun() {
     ledger.run(&["add", "short work", "--action", "work", "--tag", "ai"]).ok();
     let run = spawn(&ledger, &["run", "T-0001"], &[("WORK", "1")]);
     pid_of(&ledger, "T-0001.1.pid");
-    let db = ledger.dir.path().join(".daicho/ledger.db");
-    let mut holder = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sqlite3, sys\n\
-             c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n\
-             c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\nsys.stdin.read()\n",
-        ])
-        .arg(&db)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 holds the lock");
-    {
-        use std::io::BufRead as _;
-        let mut line = String::new();
-        std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "locked");
-    }
+    let mut holder = hold_lock(&ledger, None);
     wait_for("the run to end", Duration::from_secs(10), || count(&ledger.log_lines(), "end T-0001 1") == 1);
     let spool = ledger.dir.path().join(".daicho/ledger.db.spool");
     wait_for("the end to be spooled", Duration::from_secs(5), || {
