@@ -262,8 +262,10 @@ impl<S: Store + 'static> Engine<S> {
         self
     }
 
-    /// Records the run ends an earlier daicho on this machine left in the spool, each fenced by
-    /// its attempt and worker; drops those no longer current. Returns how many were recorded.
+    /// Records the run ends an earlier daicho on this machine left in the spool — those whose
+    /// worker process is gone — each fenced by its attempt and worker; drops those no longer
+    /// current. Returns how many were recorded. Found tasks of a recovered run are not pushed:
+    /// only its end is spooled.
     ///
     /// # Errors
     ///
@@ -277,6 +279,10 @@ impl<S: Store + 'static> Engine<S> {
         let mut recovered = 0;
         for spooled in ends {
             let Some(id) = spooled.id() else { continue };
+            // A worker that is still alive records its own ends (with their found tasks).
+            if !owner_is_gone(&spooled.worker) {
+                continue;
+            }
             let end = match spooled.end.clone() {
                 spool::SpooledOutcome::Success { result, status, tokens_in, tokens_out } => {
                     RunEnd::Success { result, status, tokens_in, tokens_out }
