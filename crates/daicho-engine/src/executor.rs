@@ -193,6 +193,7 @@ fn command_for(program: &str, args: &[String]) -> (tokio::process::Command, bool
         Some(supervisor) => {
             let mut command = tokio::process::Command::new(supervisor);
             command
+                .arg0("daicho")
                 .arg(crate::supervise::SUBCOMMAND)
                 .arg("--")
                 .arg(program)

@@ -23,8 +23,12 @@ fn main() -> ExitCode {
         let argv: Vec<std::ffi::OsString> = args.skip_while(|a| a != "--").skip(1).collect();
         return ExitCode::from(daicho_engine::supervise::main(argv).clamp(0, 255) as u8);
     }
-    if let Ok(exe) = std::env::current_exe() {
-        // Every command run goes through the supervisor: no executor outlives its claim.
+    // Every command run goes through the supervisor: no executor outlives its claim. Through
+    // /proc/self/exe, the running binary starts it even after an upgrade replaced the file.
+    let proc_exe = std::path::PathBuf::from("/proc/self/exe");
+    if proc_exe.exists() {
+        daicho_engine::supervise::use_supervisor(proc_exe);
+    } else if let Ok(exe) = std::env::current_exe() {
         daicho_engine::supervise::use_supervisor(exe);
     }
     let cli = match cli::Cli::try_parse() {

@@ -385,3 +385,31 @@ fn s14_a_retry_never_touches_another_ledgers_task_of_the_same_id() {
     run.wait().unwrap();
     wait_for("the first run to end with its daicho", Duration::from_secs(1), || gone(&executor));
 }
+
+/// S14: a worker whose binary file was replaced or deleted meanwhile (an upgrade) still runs its
+/// tasks under the supervisor: the running binary starts it.
+#[test]
+fn s14_runs_go_on_after_the_binary_file_is_replaced() {
+    let ledger = Ledger::new();
+    config(&ledger, "60s", "60s");
+    let copy = ledger.dir.path().join("daicho-old");
+    std::fs::copy(env!("CARGO_BIN_EXE_daicho"), &copy).unwrap();
+    let command = ledger.command(&["worker", "--poll", "100ms", "--json"]);
+    let mut worker = std::process::Command::new(&copy);
+    worker
+        .args(command.get_args())
+        .envs(command.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .current_dir(ledger.dir.path())
+        .env("WORK", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let worker = worker.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_file(&copy).unwrap();
+    ledger.run(&["add", "after the upgrade", "--action", "work", "--tag", "ai"]).ok();
+    wait_for("the task to run", Duration::from_secs(15), || count(&ledger.log_lines(), "end T-0001 1") == 1);
+    signal(&worker, "-TERM");
+    let out = worker.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(ledger.tasks()[0].status, "review");
+}
