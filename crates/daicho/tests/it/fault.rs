@@ -413,3 +413,28 @@ fn s14_runs_go_on_after_the_binary_file_is_replaced() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(ledger.tasks()[0].status, "review");
 }
+
+/// S14: SIGTERM to `serve` in the middle of a round: the run under way finishes and is
+/// recorded, no new run starts, and serve exits 0.
+#[test]
+fn s14_sigterm_to_serve_mid_round_starts_nothing_new() {
+    let ledger = Ledger::new();
+    config(&ledger, "60s", "60s");
+    let mut toml = std::fs::read_to_string(ledger.dir.path().join("daicho.toml")).unwrap();
+    toml.push_str("\n[[schedule]]\nrole = \"auto\"\ncron = \"* * * * *\"\nmax = 10\n");
+    ledger.file("daicho.toml", toml);
+    for i in 1..=6 {
+        ledger.run(&["add", &format!("task {i}"), "--action", "work", "--tag", "ai"]).ok();
+    }
+    let serve = spawn(&ledger, &["serve", "--now", "--no-web"], &[("WORK", "1")]);
+    wait_for("a first run to start", Duration::from_secs(20), || count(&ledger.log_lines(), "start ") == 1);
+    signal(&serve, "-TERM");
+    let out = serve.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = ledger.log_lines();
+    assert_eq!((count(&lines, "start "), count(&lines, "end ")), (1, 1), "{lines:?}");
+    let tasks = ledger.tasks();
+    assert_eq!(tasks.iter().filter(|t| t.status == "review").count(), 1);
+    assert_eq!(tasks.iter().filter(|t| t.status == "pending" && t.attempt == 0).count(), 5);
+    assert!(tasks.iter().all(|t| t.failures == 0));
+}
