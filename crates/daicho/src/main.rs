@@ -68,9 +68,7 @@ fn main() -> ExitCode {
 /// 75 (EX_TEMPFAIL) when trying again later may succeed — the database out of reach or busy
 /// (S14) — else 1.
 fn exit_code_of(err: &anyhow::Error) -> ExitCode {
-    let retryable =
-        err.chain().any(|c| c.downcast_ref::<daicho_store::StoreError>().is_some_and(|e| e.is_retryable()));
-    ExitCode::from(if retryable { 75 } else { 1 })
+    ExitCode::from(if cmd::is_retryable(err) { 75 } else { 1 })
 }
 
 fn init_logging(verbose: u8) {

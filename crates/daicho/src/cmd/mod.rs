@@ -103,6 +103,34 @@ impl Context {
     }
 }
 
+impl Context {
+    /// [`Context::running_engine`] for the long-running commands (`worker`, `serve`): a ledger
+    /// that is out of reach for now (a terminated or refused connection, a lock held past the
+    /// busy timeout) is opened again with backoff instead of ending the process (S14).
+    pub async fn running_engine_patiently(
+        &self,
+        config: daicho_engine::Config,
+    ) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
+        let mut backoff = std::time::Duration::from_millis(200);
+        loop {
+            match self.running_engine(config.clone()).await {
+                Ok(engine) => return Ok(engine),
+                Err(e) if is_retryable(&e) => {
+                    tracing::warn!("the ledger is unavailable, trying again in {backoff:?}: {e:#}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(10));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Whether trying again later may help: the error is a temporary store fault.
+pub fn is_retryable(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| c.downcast_ref::<daicho_store::StoreError>().is_some_and(|e| e.is_retryable()))
+}
+
 /// Listens for SIGINT and SIGTERM and moves the returned stop control along (S14).
 fn operator_stop(
     grace: std::time::Duration,

@@ -56,7 +56,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         );
     }
     // One ledger connection (pool) and one configuration for the web server and the schedule.
-    let engine = std::sync::Arc::new(ctx.running_engine(config).await?);
+    let engine = std::sync::Arc::new(ctx.running_engine_patiently(config).await?);
     let (store, config) = (engine.store(), engine.config());
     let metrics = std::sync::Arc::new(daicho_server::Metrics::default());
     let owner = daicho_engine::worker_name();

@@ -911,7 +911,12 @@ fn s14_postgres_workers_survive_backend_terminations() {
         ));
         terminations += 1;
         for w in &mut workers {
-            assert!(w.try_wait().unwrap().is_none(), "a worker exited after {terminations} terminations");
+            if let Some(status) = w.try_wait().unwrap() {
+                let mut err = String::new();
+                use std::io::Read as _;
+                let _ = w.stderr.take().unwrap().read_to_string(&mut err);
+                panic!("a worker exited ({status}) after {terminations} terminations: {err}");
+            }
         }
         std::thread::sleep(Duration::from_secs(2));
     }

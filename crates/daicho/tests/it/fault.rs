@@ -312,7 +312,8 @@ fn s14_a_finished_but_unrecorded_run_is_recorded_not_rerun() {
     let mut holder = hold_lock(&ledger, None);
     wait_for("the run to end", Duration::from_secs(10), || count(&ledger.log_lines(), "end T-0001 1") == 1);
     let spool = ledger.dir.path().join(".daicho/ledger.db.spool");
-    wait_for("the end to be spooled", Duration::from_secs(5), || {
+    // The spool is synced (file and directory): under a loaded disk that can take seconds.
+    wait_for("the end to be spooled", Duration::from_secs(30), || {
         std::fs::read_dir(&spool).is_ok_and(|d| d.flatten().count() == 1)
     });
     // daicho dies before it could record the end; then the lock goes.
