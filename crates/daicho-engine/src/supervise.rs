@@ -306,14 +306,6 @@ fn stat_of(pid: i32) -> Option<(char, i32)> {
     Some((state, ppid))
 }
 
-/// The start time of a process (clock ticks since boot, `/proc/PID/stat` field 22): with the
-/// pid, it names one process, since pids are reused.
-pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,7 +328,6 @@ mod tests {
         }
         assert_eq!(below.len(), 2, "the two sleeps: {below:?}");
         assert!(descendants(std::process::id() as i32).contains(&root));
-        assert!(start_time(child.id()).is_some());
         for pid in below {
             if let Some(pid) = Pid::from_raw(pid) {
                 let _ = rustix::process::kill_process(pid, Signal::KILL);

@@ -101,6 +101,18 @@ fn hold_lock(ledger: &Ledger, seconds: Option<u32>) -> Child {
     holder
 }
 
+/// A ledger with a 2 s lease whose T-0001 runs (30 s) under `daicho run` in a group of its own:
+/// the ledger, that process, the executor's pid and its escaped grandchild's pid.
+fn long_run_with_an_escapee() -> (Ledger, Child, String, String) {
+    let ledger = Ledger::new();
+    config(&ledger, "2s", "60s");
+    ledger.run(&["add", "long work", "--action", "work"]).ok();
+    let run = spawn(&ledger, &["run", "T-0001"], &[]);
+    let executor = pid_of(&ledger, "T-0001.1.pid");
+    let escaped = pid_of(&ledger, "T-0001.1.escaped");
+    (ledger, run, executor, escaped)
+}
+
 fn count(lines: &[String], prefix: &str) -> usize {
     lines.iter().filter(|l| l.starts_with(prefix)).count()
 }
@@ -110,12 +122,7 @@ fn count(lines: &[String], prefix: &str) -> usize {
 /// lease never overlaps them (neither ever logs its end).
 #[test]
 fn s14_kill_9_of_daicho_ends_its_executor_at_once_and_the_retry_never_overlaps() {
-    let ledger = Ledger::new();
-    config(&ledger, "2s", "60s");
-    ledger.run(&["add", "long work", "--action", "work"]).ok();
-    let mut run = spawn(&ledger, &["run", "T-0001"], &[]);
-    let executor = pid_of(&ledger, "T-0001.1.pid");
-    let escaped = pid_of(&ledger, "T-0001.1.escaped");
+    let (ledger, mut run, executor, escaped) = long_run_with_an_escapee();
     signal_group(&run, "-KILL");
     run.wait().unwrap();
     let killed = Instant::now();
@@ -341,12 +348,7 @@ fn s14_a_finished_but_unrecorded_run_is_recorded_not_rerun() {
 /// the retry never overlaps it.
 #[test]
 fn s14_a_retry_kills_what_is_left_of_an_earlier_attempt_first() {
-    let ledger = Ledger::new();
-    config(&ledger, "2s", "60s");
-    ledger.run(&["add", "long work", "--action", "work"]).ok();
-    let mut run = spawn(&ledger, &["run", "T-0001"], &[]);
-    let executor = pid_of(&ledger, "T-0001.1.pid");
-    let escaped = pid_of(&ledger, "T-0001.1.escaped");
+    let (ledger, mut run, executor, escaped) = long_run_with_an_escapee();
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", executor.trim())).unwrap();
     let supervisor: String = stat.rsplit(')').next().unwrap().split_whitespace().nth(1).unwrap().to_owned();
     std::process::Command::new("kill").args(["-KILL", &supervisor]).status().unwrap();
