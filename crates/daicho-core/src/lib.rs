@@ -11,6 +11,10 @@
 //! - [`format`]: Markdown, JSON and CSV parsers and renderers (X1, X3, X4);
 //! - [`edit`]: a person's edit of a row and the journal's view of a change (F1);
 //! - [`authority`]: who may write what, whatever the channel (S13).
+//!
+//! The requirement ids (M1, D1, S13, …) are defined, with the tests that prove each, in
+//! `docs/requirements.md` at the root of the repository; `scripts/requirements` checks that
+//! every id cited anywhere is defined there.
 
 pub mod aggregate;
 pub mod authority;

@@ -4,7 +4,6 @@
 //! Each run gets a [`RunContext`] of its own: the correction travels in it and nowhere else, so
 //! it cannot reach another task's run, whatever happens to this one (C3).
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use daicho_core::format::ItemDefaults;
@@ -12,7 +11,8 @@ use daicho_core::policy::{correction_for_run, idempotency_key};
 use daicho_core::{Item, Task};
 
 use serde::Serialize;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use crate::runner;
 
 /// The most of a result kept (1 MiB), and of an executor's stderr; the rest is cut with a marker
 /// saying how much.
@@ -116,29 +116,6 @@ fn task_input(ctx: &RunContext) -> String {
     serde_json::to_string(&input).unwrap_or_else(|_| "{}".to_owned())
 }
 
-/// What was read of a stream: at most the cap, and how many bytes there were in all.
-#[derive(Debug, Default)]
-struct Read {
-    kept: Vec<u8>,
-    total: usize,
-}
-
-/// Reads at most `cap` bytes and drains the rest, so the child never blocks on a full pipe.
-async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> Read {
-    let mut read = Read::default();
-    let mut buf = [0u8; 8192];
-    loop {
-        match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => return read,
-            Ok(n) => {
-                let room = cap.saturating_sub(read.kept.len());
-                read.kept.extend_from_slice(&buf[..n.min(room)]);
-                read.total += n;
-            }
-        }
-    }
-}
-
 /// Cuts `text` to at most `cap` bytes (at a character boundary), saying how much was cut.
 pub fn cap_text(mut text: String, cap: usize, more: usize) -> String {
     let mut cut = more;
@@ -156,61 +133,6 @@ pub fn cap_text(mut text: String, cap: usize, more: usize) -> String {
     text
 }
 
-/// Ends a run's processes when dropped, unless they were ended already: with the supervisor,
-/// by closing its control pipe (it kills every descendant, escaped ones included); without it,
-/// by killing the executor's process group.
-struct GroupGuard {
-    pgid: Option<u32>,
-    /// Dropping it closes the supervisor's control pipe.
-    control: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl GroupGuard {
-    fn kill(&mut self) {
-        if self.control.take().is_none() {
-            kill_group(self.pgid.take());
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn kill_group(pgid: Option<u32>) {
-    if let Some(pid) = pgid.and_then(|p| i32::try_from(p).ok()).and_then(rustix::process::Pid::from_raw) {
-        // The group may be gone already (ESRCH): nothing left to kill.
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-}
-
-/// The command that starts `program`: through the supervisor when one is in use, else directly
-/// in a process group of its own. The second value says whether it is supervised.
-fn command_for(program: &str, args: &[String]) -> (tokio::process::Command, bool) {
-    match crate::supervise::supervisor() {
-        Some(supervisor) => {
-            let mut command = tokio::process::Command::new(supervisor);
-            command
-                .arg0("daicho")
-                .arg(crate::supervise::SUBCOMMAND)
-                .arg("--")
-                .arg(program)
-                .args(args)
-                .process_group(0)
-                // Never SIGKILL the supervisor: closing its control pipe makes it kill the run.
-                .kill_on_drop(false);
-            (command, true)
-        }
-        None => {
-            let mut command = tokio::process::Command::new(program);
-            command.args(args).process_group(0).kill_on_drop(true);
-            (command, false)
-        }
-    }
-}
-
 /// Runs a `command` action: `argv` as given (task text is never interpolated into it), the task
 /// as JSON on stdin, `DAICHO_TASK_ID`, `DAICHO_CORRECTION` and `DAICHO_IDEMPOTENCY_KEY` in the
 /// environment, in a process group of its own, under the run supervisor when one is in use
@@ -218,131 +140,47 @@ fn command_for(program: &str, args: &[String]) -> (tokio::process::Command, bool
 /// is when the run is dropped (S14). Exit 0 is success: stdout is the result, or `{"result": …, "tasks": […]}`.
 pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -> ExecOutcome {
     let failure = |error: String| ExecOutcome::Failure { error, timeout: false };
-    let Some((program, args)) = argv.split_first() else {
+    if argv.is_empty() {
         return failure("the action has no command".to_owned());
-    };
-    let (mut command, supervised) = command_for(program, args);
-    if let Some(ledger) = crate::supervise::ledger() {
-        command.env(crate::supervise::LEDGER_VAR, ledger);
-        if supervised {
-            // No earlier attempt of this task of this ledger may still run on this machine (S14).
-            let (task, attempt) = (ctx.task.id.to_string(), ctx.task.attempt);
-            let _ = tokio::task::spawn_blocking(move || {
-                crate::supervise::kill_earlier_attempts(ledger, &task, attempt)
-            })
-            .await;
-        }
     }
-    command
-        .env("DAICHO_TASK_ID", ctx.task.id.to_string())
-        // Always set, so a correction can never be inherited from daicho's own environment (C3).
-        .env("DAICHO_CORRECTION", ctx.correction.as_deref().unwrap_or(""))
-        .env("DAICHO_IDEMPOTENCY_KEY", &ctx.idempotency_key)
-        .env("DAICHO_ATTEMPT", ctx.task.attempt.to_string())
-        .env("DAICHO_ACTION", &ctx.action)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let spawned = command.spawn();
-    drop(command);
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(e) => return failure(format!("cannot start {program}: {e}")),
-    };
-    let pgid = child.id();
-    let input = task_input(ctx);
-    let mut stdin = child.stdin.take();
-    let mut control = None;
-    if supervised && let Some(mut pipe) = stdin.take() {
-        // The supervisor gets the input framed, and the pipe stays open as its control pipe
-        // until the run is over (or daicho is gone).
-        let (close, closed) = tokio::sync::oneshot::channel::<()>();
-        control = Some(close);
-        let framed = crate::supervise::frame_input(input.as_bytes());
-        tokio::spawn(async move {
-            let keep = async {
-                let _ = pipe.write_all(&framed).await;
-                let _ = pipe.flush().await;
-                std::future::pending::<()>().await;
-            };
-            tokio::select! {
-                () = keep => {}
-                _ = closed => {}
-            }
-            drop(pipe);
-        });
+    if runner::supervised()
+        && let Some(ledger) = crate::supervise::ledger()
+    {
+        // No earlier attempt of this task of this ledger may still run on this machine (S14).
+        let (task, attempt) = (ctx.task.id.to_string(), ctx.task.attempt);
+        let _ = tokio::task::spawn_blocking(move || {
+            crate::supervise::kill_earlier_attempts(ledger, &task, attempt)
+        })
+        .await;
     }
-    // If this run is abandoned (its lease lost or fenced, the future dropped), every process
-    // of it goes too.
-    let mut group = GroupGuard { pgid, control };
-    let feed = async move {
-        if let Some(stdin) = stdin.as_mut() {
-            // An executor that does not read its stdin closes the pipe: not an error.
-            let _ = stdin.write_all(input.as_bytes()).await;
-            let _ = stdin.shutdown().await;
-        }
-        drop(stdin);
+    let spec = runner::Spec {
+        argv,
+        dir: None,
+        env: vec![
+            ("DAICHO_TASK_ID", ctx.task.id.to_string()),
+            // Always set, so a correction can never be inherited from daicho's own environment (C3).
+            ("DAICHO_CORRECTION", ctx.correction.clone().unwrap_or_default()),
+            ("DAICHO_IDEMPOTENCY_KEY", ctx.idempotency_key.clone()),
+            ("DAICHO_ATTEMPT", ctx.task.attempt.to_string()),
+            ("DAICHO_ACTION", ctx.action.clone()),
+        ],
+        input: task_input(ctx).into_bytes(),
+        timeout,
+        stdout_cap: READ_CAP,
+        stderr_cap: OUTPUT_CAP,
     };
-    let stdout = child.stdout.take().map(|out| tokio::spawn(read_capped(out, READ_CAP)));
-    let stderr = child.stderr.take().map(|err| tokio::spawn(read_capped(err, OUTPUT_CAP)));
-    let waited = tokio::time::timeout(timeout, async {
-        feed.await;
-        child.wait().await
-    })
-    .await;
-    // Whatever happened, nothing of the run may outlive it: the group goes. (After a normal
-    // exit the leader is reaped, but Linux hands out pids in sequence, so the number is not
-    // reused in the microseconds before this.)
-    group.kill();
-    let status = match waited {
-        Err(_) => {
-            let _ = child.wait().await;
-            return ExecOutcome::Failure {
-                error: format!("timed out after {:?}; its process group was killed", timeout),
-                timeout: true,
-            };
+    let ended = match runner::run(spec).await {
+        Ok(ended) => ended,
+        Err(e @ runner::RunError::TimedOut(_)) => {
+            return ExecOutcome::Failure { error: e.to_string(), timeout: true };
         }
-        Ok(Err(e)) => return failure(format!("waiting for {program}: {e}")),
-        Ok(Ok(status)) => status,
+        Err(e) => return failure(e.to_string()),
     };
-    // Every process of the run is gone, so the pipes close; a process that escaped an
-    // unsupervised run may hold them open, so the wait for them is bounded.
-    let collect = |handle: Option<tokio::task::JoinHandle<Read>>| async move {
-        match handle {
-            Some(mut h) => match tokio::time::timeout(Duration::from_secs(5), &mut h).await {
-                Ok(read) => read.unwrap_or_default(),
-                Err(_) => {
-                    h.abort();
-                    Read::default()
-                }
-            },
-            None => Read::default(),
-        }
-    };
-    let out = collect(stdout).await;
-    let out_total = out.total;
-    let out = String::from_utf8_lossy(&out.kept).into_owned();
-    let err = String::from_utf8_lossy(&collect(stderr).await.kept).into_owned();
-    if !status.success() {
-        use std::os::unix::process::ExitStatusExt as _;
-        let how = match (status.code(), status.signal()) {
-            (Some(code), _) => format!("exit status {code}"),
-            (None, Some(signal)) => format!("killed by signal {signal}"),
-            _ => "failed".to_owned(),
-        };
-        let tail: String = err
-            .trim()
-            .lines()
-            .rev()
-            .take(5)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n");
-        return failure(if tail.is_empty() { how } else { format!("{how}: {tail}") });
+    if !ended.status.success() {
+        return failure(ended.failure(5));
     }
-    let unread = out_total.saturating_sub(out.len());
+    let unread = ended.stdout.cut();
+    let out = String::from_utf8_lossy(&ended.stdout.kept);
     let mut outcome = parse_output(&out, ctx);
     if let ExecOutcome::Success { result, push_error, .. } = &mut outcome {
         *result = cap_text(std::mem::take(result), OUTPUT_CAP, unread);

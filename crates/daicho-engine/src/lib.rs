@@ -11,6 +11,7 @@ pub mod config;
 pub mod executor;
 pub mod llm;
 pub mod remote;
+pub mod runner;
 pub mod sources;
 pub mod spool;
 pub mod supervise;

@@ -3,16 +3,15 @@
 //! upserts what this returns, one transaction per source.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use daicho_core::aggregate::aggregate;
 use daicho_core::error::decode_utf8;
 use daicho_core::format::{self, Format, ItemDefaults};
 use daicho_core::{InputError, Item};
-use tokio::io::AsyncReadExt as _;
 
 use crate::config::{Config, SourceConfig, SourceKind};
+use crate::runner;
 
 /// The largest input a source may give (256 MiB).
 const MAX_SOURCE_BYTES: u64 = 256 << 20;
@@ -86,47 +85,61 @@ async fn read_file(path: &Path, format: Format, defaults: &ItemDefaults) -> Resu
         .map_err(|e| InputError::new(&name, None, format!("reading failed: {e}")))?
 }
 
-/// Runs a source's command in `dir`; its standard output, once it exits successfully.
+/// Runs a source's command in `dir` through the one command runner (its whole process group,
+/// escaped processes included under the supervisor, is killed at the timeout); its standard
+/// output, once it exits successfully.
 async fn run(argv: &[String], dir: &Path, timeout: Duration, name: &str) -> Result<Vec<u8>, InputError> {
     let fail = |reason: String| InputError::new(name, None, reason);
-    let mut command = tokio::process::Command::new(&argv[0]);
-    command
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if !dir.as_os_str().is_empty() {
-        command.current_dir(dir);
-    }
-    let mut child = command.spawn().map_err(|e| fail(format!("cannot start {}: {e}", argv[0])))?;
-    let mut stdout = child.stdout.take().ok_or_else(|| fail("no standard output".into()))?;
-    let mut stderr = child.stderr.take().ok_or_else(|| fail("no standard error".into()))?;
-    let work = async {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let mut out_reader = (&mut stdout).take(MAX_SOURCE_BYTES + 1);
-        let mut err_reader = (&mut stderr).take(64 << 10);
-        let (read_out, read_err) =
-            tokio::join!(out_reader.read_to_end(&mut out), err_reader.read_to_end(&mut err));
-        read_out.map_err(|e| fail(format!("cannot read its output: {e}")))?;
-        let _ = read_err;
-        let status = child.wait().await.map_err(|e| fail(format!("cannot wait for it: {e}")))?;
-        Ok::<_, InputError>((status, out, err))
+    let spec = runner::Spec {
+        argv,
+        dir: Some(dir),
+        env: Vec::new(),
+        input: Vec::new(),
+        timeout,
+        stdout_cap: MAX_SOURCE_BYTES as usize,
+        stderr_cap: 64 << 10,
     };
-    let (status, out, err) = tokio::time::timeout(timeout, work)
-        .await
-        .map_err(|_| fail(format!("timed out after {}s and was killed", timeout.as_secs())))??;
-    if out.len() as u64 > MAX_SOURCE_BYTES {
+    let ended = runner::run(spec).await.map_err(|e| match e {
+        runner::RunError::TimedOut(_) => {
+            fail(format!("timed out after {}s and was killed", timeout.as_secs()))
+        }
+        e => fail(e.to_string()),
+    })?;
+    if ended.stdout.total as u64 > MAX_SOURCE_BYTES {
         return Err(fail(format!("printed more than {MAX_SOURCE_BYTES} bytes")));
     }
-    if !status.success() {
-        let err = String::from_utf8_lossy(&err);
-        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-        return Err(fail(format!(
-            "exited with {status}{}",
-            if last.is_empty() { String::new() } else { format!(": {last}") }
-        )));
+    if !ended.status.success() {
+        return Err(fail(format!("exited with {}", ended.failure(1))));
     }
-    Ok(out)
+    Ok(ended.stdout.kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// X1, S11: a source command that times out goes with every process it started: a
+    /// grandchild holding its pipes does not survive (it did when only the child was killed).
+    #[tokio::test]
+    async fn x1_a_source_command_that_times_out_leaves_no_process_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let text = format!(
+            "[[source]]\nname = \"scan\"\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"sleep 60 & echo $! > {}; wait\"]\ntimeout = \"1s\"\n",
+            pid_file.display()
+        );
+        let mut config = Config::parse(&text, "daicho.toml").unwrap();
+        config.dir = dir.path().to_owned();
+        let source = config.source("scan").unwrap().clone();
+        let pulled = tokio::time::timeout(std::time::Duration::from_secs(30), pull(&config, &source)).await;
+        let error = pulled.expect("the pull outlived its timeout by 30 s").unwrap_err();
+        assert_eq!(error.to_string(), "<command scan>: timed out after 1s and was killed");
+        let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')))
+        });
+        assert!(gone, "the grandchild {pid} outlived the source's timeout");
+    }
 }
