@@ -9,8 +9,14 @@
 //! Stores apply the decisions of `daicho-core` (`merge_plan`, `check_new_deps`, `TaskEdit`);
 //! they never re-decide them. Backend-specific code is SQL, not policy.
 
+pub mod codec;
 pub mod contract;
 pub mod ends;
+pub mod model;
+pub mod states;
+pub mod writes;
+
+pub use states::{JournalKind, RunOutcome};
 
 use std::future::Future;
 
@@ -55,12 +61,33 @@ pub enum StoreError {
     /// nothing was written.
     #[error("database unavailable (temporary; try again): {0}")]
     Unavailable(String),
-    /// The database failed or could not be opened.
-    #[error("database: {0}")]
-    Backend(String),
+    /// The database failed or could not be opened, or what it holds does not read back. The
+    /// source error, when there is one, is kept (`std::error::Error::source`).
+    #[error("database: {message}")]
+    Backend {
+        /// What failed.
+        message: String,
+        /// The error underneath, if any (the driver's, a decoder's).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
 }
 
 impl StoreError {
+    /// A backend failure with no error underneath.
+    pub fn backend(message: impl Into<String>) -> StoreError {
+        StoreError::Backend { message: message.into(), source: None }
+    }
+
+    /// A backend failure caused by `source`: the message names both, the source is kept.
+    pub fn backend_from(
+        context: impl std::fmt::Display,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> StoreError {
+        let source = source.into();
+        StoreError::Backend { message: format!("{context}: {source}"), source: Some(source) }
+    }
+
     /// Whether trying again later may succeed ([`StoreError::Unavailable`]).
     pub fn is_retryable(&self) -> bool {
         matches!(self, StoreError::Unavailable(_))
@@ -205,12 +232,41 @@ pub struct JournalEntry {
     pub task: TaskId,
     /// Who changed it (`sync:<source>`, `human:<name>`, …).
     pub actor: String,
-    /// `add`, `patch` or `edit`.
-    pub kind: String,
+    /// What the entry records (`add`, `patch`, `edit`, `claim`, …).
+    pub kind: JournalKind,
     /// The changed fields before (empty for `add`).
     pub before: Map<String, Value>,
     /// The changed fields after (the whole row for `add`).
     pub after: Map<String, Value>,
+}
+
+impl JournalEntry {
+    /// An entry from its stored columns (`seq, at, task_id, actor, kind, before, after`; `at` in
+    /// microseconds), as both backends store it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`] naming the entry and the column that does not read back.
+    pub fn from_stored(
+        seq: i64,
+        at: i64,
+        task: &str,
+        actor: String,
+        kind: &str,
+        before: &str,
+        after: &str,
+    ) -> Result<JournalEntry> {
+        let corrupt = |what: &str| StoreError::backend(format!("journal entry {seq}: bad {what}"));
+        Ok(JournalEntry {
+            seq,
+            at: Timestamp::from_microsecond(at).map_err(|_| corrupt("time"))?,
+            task: TaskId::parse(task).ok_or_else(|| corrupt("task id"))?,
+            actor,
+            kind: JournalKind::parse(kind).ok_or_else(|| corrupt("kind"))?,
+            before: serde_json::from_str(before).map_err(|_| corrupt("before"))?,
+            after: serde_json::from_str(after).map_err(|_| corrupt("after"))?,
+        })
+    }
 }
 
 /// A request to claim one task for a run (S1).
@@ -307,8 +363,8 @@ pub struct RunRecord {
     pub started: Timestamp,
     /// When it ended, if it has.
     pub finished: Option<Timestamp>,
-    /// `running`, `success`, `failure`, `timeout` or `lost`.
-    pub outcome: String,
+    /// `running`, `success`, `failure`, `timeout`, `lost` or `interrupted`.
+    pub outcome: RunOutcome,
     /// The error of a failed run.
     pub error: String,
     /// Prompt tokens, if reported.
