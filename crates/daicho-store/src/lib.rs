@@ -681,6 +681,113 @@ pub trait Store: Send + Sync {
     fn wait_for_work(&self, timeout: std::time::Duration) -> impl Future<Output = ()> + Send;
 }
 
+#[doc(hidden)]
+pub mod __deps {
+    pub use daicho_core;
+    pub use jiff;
+}
+
+/// Implements [`Store`] for an enum whose every variant holds one store, by delegating each
+/// method to the variant's store: `delegate_store!(AnyStore { Sqlite, Postgres });`. Kept beside
+/// the trait, so that a new method is added here and not in every enum over backends.
+#[macro_export]
+macro_rules! delegate_store {
+    ($ty:ident { $($variant:ident),+ $(,)? }) => {
+        $crate::delegate_store!(@impl $ty { $($variant),+ };
+            upsert(batch: $crate::Batch) -> $crate::Result<$crate::UpsertReport>;
+            replan(batch: $crate::Batch, retire: Vec<$crate::__deps::daicho_core::TaskId>)
+                -> $crate::Result<$crate::UpsertReport>;
+            get(id: $crate::__deps::daicho_core::TaskId)
+                -> $crate::Result<Option<$crate::__deps::daicho_core::Task>>;
+            list(filter: $crate::ListFilter) -> $crate::Result<Vec<$crate::__deps::daicho_core::Task>>;
+            status_counts() -> $crate::Result<Vec<$crate::StatusCount>>;
+            ready(now: $crate::__deps::jiff::Timestamp, limit: usize) -> $crate::Result<$crate::ReadySet>;
+            ready_head(now: $crate::__deps::jiff::Timestamp, limit: usize)
+                -> $crate::Result<Vec<$crate::__deps::daicho_core::Task>>;
+            edit(
+                id: $crate::__deps::daicho_core::TaskId,
+                edit: $crate::__deps::daicho_core::edit::TaskEdit,
+                actor: $crate::__deps::daicho_core::Actor,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<$crate::__deps::daicho_core::Task>;
+            journal(id: $crate::__deps::daicho_core::TaskId) -> $crate::Result<Vec<$crate::JournalEntry>>;
+            claim(request: $crate::ClaimRequest) -> $crate::Result<$crate::ClaimOutcome>;
+            claim_many(requests: Vec<$crate::ClaimRequest>) -> $crate::Result<Vec<$crate::ClaimOutcome>>;
+            finish_many(finishes: Vec<$crate::Finish>)
+                -> $crate::Result<Vec<$crate::Result<$crate::__deps::daicho_core::Task>>>;
+            heartbeat(
+                id: $crate::__deps::daicho_core::TaskId,
+                attempt: u32,
+                worker: &str,
+                until: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<()>;
+            finish(finish: $crate::Finish) -> $crate::Result<$crate::__deps::daicho_core::Task>;
+            expire_leases(
+                now: $crate::__deps::jiff::Timestamp,
+                policy: $crate::__deps::daicho_core::policy::FailurePolicy
+            ) -> $crate::Result<Vec<($crate::__deps::daicho_core::TaskId, $crate::__deps::daicho_core::Status)>>;
+            cursor(role: &str) -> $crate::Result<Option<String>>;
+            set_cursor(role: &str, last: &str) -> $crate::Result<()>;
+            lease_role(
+                role: &str,
+                owner: &str,
+                now: $crate::__deps::jiff::Timestamp,
+                until: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<bool>;
+            purge_source(
+                source: &str,
+                apply: bool,
+                actor: $crate::__deps::daicho_core::Actor,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<$crate::PurgeReport>;
+            restore_source(
+                source: &str,
+                actor: $crate::__deps::daicho_core::Actor,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<$crate::RestoreReport>;
+            set_paused(
+                reason: Option<String>,
+                actor: $crate::__deps::daicho_core::Actor,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<()>;
+            paused() -> $crate::Result<Option<String>>;
+            run_counts(since: $crate::__deps::jiff::Timestamp)
+                -> $crate::Result<$crate::__deps::daicho_core::policy::RunCounts>;
+            stats(since: $crate::__deps::jiff::Timestamp) -> $crate::Result<Vec<$crate::ActionStats>>;
+            runs(id: $crate::__deps::daicho_core::TaskId) -> $crate::Result<Vec<$crate::RunRecord>>;
+            note_run(id: $crate::__deps::daicho_core::TaskId, attempt: u32, note: String) -> $crate::Result<()>;
+            queue_approvals(ids: Vec<$crate::__deps::daicho_core::TaskId>, now: $crate::__deps::jiff::Timestamp)
+                -> $crate::Result<Vec<$crate::__deps::daicho_core::TaskId>>;
+            approvals() -> $crate::Result<Vec<($crate::__deps::daicho_core::TaskId, $crate::__deps::jiff::Timestamp)>>;
+            approve(
+                id: $crate::__deps::daicho_core::TaskId,
+                actor: $crate::__deps::daicho_core::Actor,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<$crate::__deps::daicho_core::Task>;
+        );
+    };
+    (@impl $ty:ident $variants:tt; $(
+        $method:ident ( $($arg:ident : $argty:ty),* $(,)? ) -> $ret:ty;
+    )*) => {
+        impl $crate::Store for $ty {
+            $(
+                async fn $method(&self, $($arg: $argty),*) -> $ret {
+                    $crate::delegate_store!(@match self, $ty, $variants, $method($($arg),*))
+                }
+            )*
+
+            async fn wait_for_work(&self, timeout: std::time::Duration) {
+                $crate::delegate_store!(@match self, $ty, $variants, wait_for_work(timeout))
+            }
+        }
+    };
+    (@match $self:ident, $ty:ident, { $($variant:ident),+ }, $method:ident $args:tt) => {
+        match $self {
+            $($ty::$variant(store) => store.$method $args.await,)+
+        }
+    };
+}
+
 impl Batch {
     /// Decides how the batch merges (`merge_plan_with_keys` under the authority of the batch's
     /// actor, S13) and refuses the whole batch when the plan says so: the one place both
