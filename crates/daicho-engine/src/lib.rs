@@ -603,7 +603,7 @@ impl<S: Store + 'static> Engine<S> {
     async fn execute(&self, task: Task, action: &ActionConfig) -> Result<RunReport, StoreError> {
         let done = self.perform(task, action, exec).await;
         let mut reports = self.record(vec![done]).await?;
-        reports.pop().ok_or_else(|| StoreError::Backend("no report for a run".into()))
+        reports.pop().ok_or_else(|| StoreError::backend("no report for a run"))
     }
 
     /// Runs a claimed task with `runner` while heartbeats keep its lease. The outcome is `None`

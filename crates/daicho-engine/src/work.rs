@@ -159,7 +159,7 @@ impl<S: Store + 'static> Engine<S> {
             }
             // Every run that has ended by now is recorded in one commit.
             while let Some(joined) = running.try_join_next() {
-                ended.push(joined.map_err(|e| StoreError::Backend(format!("a run panicked: {e}")))?);
+                ended.push(joined.map_err(|e| StoreError::backend(format!("a run panicked: {e}")))?);
             }
             if !ended.is_empty() {
                 // Runs that end together are recorded together: wait a moment for the others
@@ -168,7 +168,7 @@ impl<S: Store + 'static> Engine<S> {
                 while !running.is_empty() {
                     match tokio::time::timeout_at(deadline, running.join_next()).await {
                         Ok(Some(joined)) => ended
-                            .push(joined.map_err(|e| StoreError::Backend(format!("a run panicked: {e}")))?),
+                            .push(joined.map_err(|e| StoreError::backend(format!("a run panicked: {e}")))?),
                         Ok(None) | Err(_) => break,
                     }
                 }
@@ -246,7 +246,7 @@ impl<S: Store + 'static> Engine<S> {
             tokio::select! {
                 () = &mut stop => return Ok(totals),
                 Some(joined) = running.join_next(), if !running.is_empty() => {
-                    ended.push(joined.map_err(|e| StoreError::Backend(format!("a run panicked: {e}")))?);
+                    ended.push(joined.map_err(|e| StoreError::backend(format!("a run panicked: {e}")))?);
                 }
                 () = self.store.wait_for_work(options.poll), if free > 0 => {}
                 () = crate::stopped(self.stop.clone(), Stop::Drain), if !draining => {}

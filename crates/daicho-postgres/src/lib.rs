@@ -18,13 +18,16 @@ mod schema;
 use std::collections::{HashMap, HashSet};
 
 use daicho_core::dag::{DagError, NewDeps, check_new_deps};
-use daicho_core::edit::{TaskEdit, changed_fields};
+use daicho_core::edit::TaskEdit;
 use daicho_core::merge::incoming_keys;
 use daicho_core::policy::{FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
+use daicho_store::codec::{self, READY_ORDER};
+use daicho_store::writes::{self, JournalWrite, RowWrite};
 use daicho_store::{
-    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, PurgeReport, ReadySet,
-    RestoreReport, Result, RunRecord, StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
+    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, JournalKind, ListFilter,
+    PurgeReport, ReadySet, RestoreReport, Result, RunOutcome, RunRecord, StatusCount, Store, StoreError,
+    UnknownDeps, UpsertReport,
 };
 use deadpool_postgres::{Pool, Transaction};
 use jiff::Timestamp;
@@ -42,22 +45,23 @@ const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
 /// detail, hint) where there is one; a lost connection, a server shutting down or a refused
 /// connection is [`StoreError::Unavailable`]. Connection details (and so passwords) are never
 /// part of these messages.
-pub(crate) fn backend<E: std::fmt::Display + 'static>(error: E) -> StoreError {
-    let any: &dyn std::any::Any = &error;
-    if let Some(pg) = any.downcast_ref::<tokio_postgres::Error>() {
-        return pg_error(pg);
-    }
-    if let Some(pool) = any.downcast_ref::<deadpool_postgres::PoolError>() {
-        return match pool {
+pub(crate) fn backend<E: std::error::Error + Send + Sync + 'static>(error: E) -> StoreError {
+    let error: Box<dyn std::error::Error + Send + Sync> = Box::new(error);
+    let error = match error.downcast::<tokio_postgres::Error>() {
+        Ok(pg) => return pg_error(*pg),
+        Err(other) => other,
+    };
+    match error.downcast::<deadpool_postgres::PoolError>() {
+        Ok(pool) => match *pool {
             deadpool_postgres::PoolError::Backend(pg) => pg_error(pg),
             other => StoreError::Unavailable(format!("no PostgreSQL connection: {other}")),
-        };
+        },
+        Err(other) => StoreError::Backend { message: other.to_string(), source: Some(other) },
     }
-    StoreError::Backend(error.to_string())
 }
 
 /// A tokio-postgres error as a store error (see [`backend`]).
-fn pg_error(error: &tokio_postgres::Error) -> StoreError {
+fn pg_error(error: tokio_postgres::Error) -> StoreError {
     use std::error::Error as _;
 
     if let Some(db) = error.as_db_error() {
@@ -73,7 +77,11 @@ fn pg_error(error: &tokio_postgres::Error) -> StoreError {
         // now; 40001/40P01: serialization failure, deadlock; 53: insufficient resources.
         let transient = matches!(class, "08" | "53")
             || matches!(db.code().code(), "57P01" | "57P02" | "57P03" | "40001" | "40P01");
-        return if transient { StoreError::Unavailable(text) } else { StoreError::Backend(text) };
+        return if transient {
+            StoreError::Unavailable(text)
+        } else {
+            StoreError::Backend { message: text, source: Some(Box::new(error)) }
+        };
     }
     // No server message: the connection itself (closed, refused, timed out, reset) is
     // temporary; anything else (a value that does not convert, say) is not.
@@ -88,7 +96,7 @@ fn pg_error(error: &tokio_postgres::Error) -> StoreError {
     if error.is_closed() || io || text.starts_with("error connecting") || text.contains("timed out") {
         StoreError::Unavailable(text)
     } else {
-        StoreError::Backend(text)
+        StoreError::Backend { message: text, source: Some(Box::new(error)) }
     }
 }
 
@@ -97,8 +105,9 @@ fn pg_error(error: &tokio_postgres::Error) -> StoreError {
 /// statement timeout of 5 minutes, so a server that stops answering is noticed instead of
 /// hanging every command.
 fn connection_config(url: &str) -> Result<tokio_postgres::Config> {
-    let mut config: tokio_postgres::Config =
-        url.parse().map_err(|e| StoreError::Backend(format!("bad PostgreSQL URL {}: {e}", redact(url))))?;
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| StoreError::backend_from(format_args!("bad PostgreSQL URL {}", redact(url)), e))?;
     let names = |name: &str| url.contains(&format!("{name}="));
     if !names("connect_timeout") {
         config.connect_timeout(std::time::Duration::from_secs(10));
@@ -220,8 +229,8 @@ impl PgStore {
         });
         ready_rx
             .await
-            .map_err(|_| StoreError::Backend("the listener connection closed".into()))?
-            .map_err(|e| StoreError::Backend(format!("LISTEN failed: {e}")))?;
+            .map_err(|_| StoreError::backend("the listener connection closed"))?
+            .map_err(|e| StoreError::backend(format!("LISTEN failed: {e}")))?;
         Ok(rx)
     }
 
@@ -230,7 +239,9 @@ impl PgStore {
             StoreError::Unavailable(text) => {
                 StoreError::Unavailable(format!("cannot connect to PostgreSQL: {text}"))
             }
-            StoreError::Backend(text) => StoreError::Backend(format!("cannot connect to PostgreSQL: {text}")),
+            StoreError::Backend { message, source } => {
+                StoreError::Backend { message: format!("cannot connect to PostgreSQL: {message}"), source }
+            }
             other => other,
         })
     }
@@ -255,9 +266,10 @@ macro_rules! in_tx {
     }};
 }
 
-const READY_WHERE: &str =
-    "status = 'pending' AND unmet_deps = 0 AND (not_before IS NULL OR not_before <= $1)";
-const READY_ORDER: &str = "ORDER BY priority DESC, num";
+/// The ready condition (D1, D5), with `$1` the time in microseconds.
+fn ready_where() -> String {
+    codec::ready_where("$1")
+}
 
 impl Store for PgStore {
     async fn wait_for_work(&self, timeout: std::time::Duration) {
@@ -335,13 +347,13 @@ impl Store for PgStore {
         in_tx!(self, |tx| {
             let now = micros(now);
             let total: i64 = tx
-                .query_one(&format!("SELECT count(*) FROM task WHERE {READY_WHERE}"), &[&now])
+                .query_one(&format!("SELECT count(*) FROM task WHERE {}", ready_where()), &[&now])
                 .await
                 .map_err(backend)?
                 .get(0);
             let rows = tx
                 .query(
-                    &format!("SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT $2"),
+                    &format!("SELECT {COLUMNS} FROM task WHERE {} {READY_ORDER} LIMIT $2", ready_where()),
                     &[&now, &(limit as i64)],
                 )
                 .await
@@ -353,7 +365,10 @@ impl Store for PgStore {
     async fn ready_head(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>> {
         let client = self.client().await?;
         let stmt = client
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT $2"))
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM task WHERE {} {READY_ORDER} LIMIT $2",
+                ready_where()
+            ))
             .await
             .map_err(backend)?;
         let rows = client.query(&stmt, &[&micros(now), &(limit as i64)]).await.map_err(backend)?;
@@ -379,18 +394,15 @@ impl Store for PgStore {
                 .map_err(backend)?;
             let mut entries = Vec::with_capacity(rows.len());
             for r in rows {
-                let seq: i64 = r.get(0);
-                let corrupt = |what: &str| StoreError::Backend(format!("journal entry {seq}: bad {what}"));
-                let task: String = r.get(2);
-                entries.push(JournalEntry {
-                    seq,
-                    at: Timestamp::from_microsecond(r.get(1)).map_err(|_| corrupt("time"))?,
-                    task: TaskId::parse(&task).ok_or_else(|| corrupt("task id"))?,
-                    actor: r.get(3),
-                    kind: r.get(4),
-                    before: serde_json::from_str(r.get(5)).map_err(|_| corrupt("before"))?,
-                    after: serde_json::from_str(r.get(6)).map_err(|_| corrupt("after"))?,
-                });
+                entries.push(JournalEntry::from_stored(
+                    r.get(0),
+                    r.get(1),
+                    r.get(2),
+                    r.get(3),
+                    r.get(4),
+                    r.get(5),
+                    r.get(6),
+                )?);
             }
             entries
         })
@@ -435,7 +447,7 @@ impl Store for PgStore {
 
     async fn finish(&self, finish: Finish) -> Result<Task> {
         let mut out = self.finish_many(vec![finish]).await?;
-        out.pop().unwrap_or_else(|| Err(StoreError::Backend("no outcome for a finish".into())))
+        out.pop().unwrap_or_else(|| Err(StoreError::backend("no outcome for a finish")))
     }
 
     async fn expire_leases(&self, now: Timestamp, policy: FailurePolicy) -> Result<Vec<(TaskId, Status)>> {
@@ -459,10 +471,11 @@ impl Store for PgStore {
                 }
             };
             if before != reason {
-                let kind = if reason.is_some() { "pause" } else { "resume" };
+                let kind = if reason.is_some() { JournalKind::Pause } else { JournalKind::Resume };
                 let b = serde_json::json!({ "paused": before }).to_string();
                 let a = serde_json::json!({ "paused": reason }).to_string();
-                journal(&tx, now, 0, "ledger", &actor.to_string(), kind, &b, &a).await?;
+                let entry = JournalWrite::event(now, &actor.to_string(), kind, b, a);
+                rows::apply(&tx, &[RowWrite::Journal(entry)]).await?;
                 notify_ready(&tx).await?;
             }
         })
@@ -597,7 +610,11 @@ impl Store for PgStore {
                     action: r.get(2),
                     started: time(r.get(3))?,
                     finished: r.get::<_, Option<i64>>(4).map(time).transpose()?,
-                    outcome: r.get(5),
+                    outcome: {
+                        let word: &str = r.get(5);
+                        RunOutcome::parse(word)
+                            .ok_or_else(|| StoreError::backend(format!("bad run outcome '{word}'")))?
+                    },
                     error: r.get(6),
                     tokens_in: r.get::<_, Option<i64>>(7).map(|t| t as u64),
                     tokens_out: r.get::<_, Option<i64>>(8).map(|t| t as u64),
@@ -668,8 +685,9 @@ impl Store for PgStore {
                 .map_err(backend)?
                 .get(0);
             let after = daicho_store::ends::plan_approve(&before, unmet.max(0) as u32, &actor, now)?;
+            let mut writes = Vec::new();
             if after != before {
-                rows::update_task(&tx, &after).await?;
+                writes.push(RowWrite::Update(after.clone()));
             }
             tx.execute(
                 "INSERT INTO approval (task, queued_at, decided_at, decided_by) VALUES ($1, $2, $2, $3) \
@@ -678,7 +696,16 @@ impl Store for PgStore {
             )
             .await
             .map_err(backend)?;
-            journal_change(&tx, now, &before, &after, &actor.to_string(), "approve").await?;
+            let actor = actor.to_string();
+            writes.push(RowWrite::Journal(JournalWrite::change(
+                now,
+                &before,
+                &after,
+                &actor,
+                JournalKind::Approve,
+                None,
+            )?));
+            rows::apply(&tx, &writes).await?;
             notify_ready(&tx).await?;
             rows::get_task(&tx, id).await?.ok_or(StoreError::NotFound(id))?
         })
@@ -706,43 +733,6 @@ async fn notify_ready(tx: &Transaction<'_>) -> Result<()> {
 async fn paused_in(tx: &Transaction<'_>) -> Result<Option<String>> {
     let stmt = tx.prepare_cached("SELECT value FROM setting WHERE name = 'paused'").await.map_err(backend)?;
     Ok(tx.query_opt(&stmt, &[]).await.map_err(backend)?.map(|r| r.get(0)))
-}
-
-#[allow(clippy::too_many_arguments, reason = "one column each")]
-async fn journal(
-    tx: &Transaction<'_>,
-    at: Timestamp,
-    task: i64,
-    task_id: &str,
-    actor: &str,
-    kind: &str,
-    before: &str,
-    after: &str,
-) -> Result<()> {
-    let stmt = tx
-        .prepare_cached(
-            "INSERT INTO journal (at, task, task_id, actor, kind, before, after) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .await
-        .map_err(backend)?;
-    tx.execute(&stmt, &[&micros(at), &task, &task_id, &actor, &kind, &before, &after])
-        .await
-        .map_err(backend)?;
-    Ok(())
-}
-
-async fn journal_change(
-    tx: &Transaction<'_>,
-    at: Timestamp,
-    before: &Task,
-    after: &Task,
-    actor: &str,
-    kind: &str,
-) -> Result<()> {
-    let (b, a) = changed_fields(before, after);
-    let b = serde_json::to_string(&b).map_err(backend)?;
-    let a = serde_json::to_string(&a).map_err(backend)?;
-    journal(tx, at, after.id.num() as i64, &after.id.to_string(), actor, kind, &b, &a).await
 }
 
 async fn list_in(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Vec<Task>> {
@@ -810,7 +800,7 @@ async fn check_deps(
         for r in rows {
             let num: i64 = r.get(0);
             found.insert(num);
-            let deps = if leaf { Vec::new() } else { rows::parse_deps(r.get(1)) };
+            let deps = if leaf { Vec::new() } else { codec::parse_deps(r.get(1)) };
             for d in &deps {
                 if !overlay.contains(d) && !known.contains_key(d) && !missing.contains(d) {
                     next.insert(d.num() as i64);
@@ -846,81 +836,39 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
     let keys = incoming_keys(&batch.items);
     let wanted_keys: Vec<&str> =
         keys.iter().flatten().map(String::as_str).collect::<HashSet<_>>().into_iter().collect();
-    let wanted_ids: Vec<i64> = batch
+    let wanted_ids: Vec<TaskId> = batch
         .items
         .iter()
         .filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse))
-        .map(|id| id.num() as i64)
         .collect::<HashSet<_>>()
         .into_iter()
         .collect();
-    let rows = tx
-        .query(
-            &format!("SELECT {COLUMNS} FROM task WHERE key = ANY($1) OR num = ANY($2)"),
-            &[&wanted_keys, &wanted_ids],
-        )
-        .await
-        .map_err(backend)?;
-    let existing: Vec<Task> = rows.iter().map(read_task).collect::<Result<_>>()?;
+    let existing = rows::rows_matching(tx, &wanted_ids, &wanted_keys).await?;
     let next_id: i64 =
         tx.query_one("SELECT value FROM meta WHERE name = 'next_id'", &[]).await.map_err(backend)?.get(0);
     let plan = batch.plan(&existing, &keys, next_id as u64)?;
     let changes = batch.dep_changes(&plan)?;
-    let added: Vec<TaskId> = plan.add.iter().map(|a| a.task.id).collect();
-    let leaf = plan.patch.iter().all(|p| p.fields.deps.is_none()) && !anyone_waits_for(tx, &added).await?;
+    let added: Vec<&Task> = plan.add.iter().map(|a| &a.task).collect();
+    let added_ids: Vec<TaskId> = added.iter().map(|t| t.id).collect();
+    let leaf =
+        plan.patch.iter().all(|p| p.fields.deps.is_none()) && !anyone_waits_for(tx, &added_ids).await?;
     check_deps(tx, &changes, batch.unknown_deps == UnknownDeps::Refuse, leaf)
         .await?
         .map_err(|e| batch.dag_error(e))?;
 
-    let actor = batch.actor.to_string();
-    let mut report = UpsertReport::default();
-    for addition in plan.add.iter().filter(|a| a.task.status.satisfies_deps()) {
-        rows::shift_dependents(tx, addition.task.id, -1).await?;
-    }
-    let added_status: HashMap<TaskId, Status> = plan.add.iter().map(|a| (a.task.id, a.task.status)).collect();
-    for addition in &plan.add {
-        let task = &addition.task;
-        let mut unmet = 0;
-        for dep in &task.deps {
-            let status = match added_status.get(dep) {
-                Some(status) => Some(*status),
-                None => rows::status_of(tx, *dep).await?,
-            };
-            if !status.is_some_and(Status::satisfies_deps) {
-                unmet += 1;
-            }
-        }
-        rows::insert_task(tx, task, unmet).await?;
-        rows::insert_deps(tx, task.id, &task.deps).await?;
-        let row = serde_json::to_string(task).map_err(backend)?;
-        journal(tx, batch.now, task.id.num() as i64, &task.id.to_string(), &actor, "add", "{}", &row).await?;
-        report.added.push(task.id);
-    }
+    let statuses = rows::statuses(tx, &writes::outside_deps(&added)).await?;
     // The patched rows read again, locked: a claim (which takes no write lock) may have changed
     // one since the plan was made, and a patch must not write back its old run columns.
     let patched: Vec<i64> = plan.patch.iter().map(|p| p.id.num() as i64).collect();
     let fresh = if patched.is_empty() { HashMap::new() } else { runs::lock_rows(tx, &patched).await? };
-    for patch in &plan.patch {
-        let before = fresh.get(&patch.id).ok_or(StoreError::NotFound(patch.id))?;
-        let mut after = before.clone();
-        patch.fields.apply_to(&mut after);
-        after.updated_at = batch.now;
-        rows::update_task(tx, &after).await?;
-        if patch.fields.deps.is_some() {
-            rows::replace_deps(tx, after.id, &after.deps).await?;
-            rows::recount_unmet(tx, after.id).await?;
-        }
-        journal_change(tx, batch.now, before, &after, &actor, "patch").await?;
-        report.updated.push(after.id);
-    }
+    rows::apply(tx, &writes::plan_upsert(batch, &plan, &fresh, &statuses)?).await?;
     tx.execute(
         "UPDATE meta SET value = $1 WHERE name = 'next_id'",
         &[&(plan.next_id.max(next_id as u64) as i64)],
     )
     .await
     .map_err(backend)?;
-    report.note_plan(batch, &plan);
-    Ok(report)
+    Ok(UpsertReport::of(batch, &plan))
 }
 
 async fn edit_in(
@@ -932,23 +880,14 @@ async fn edit_in(
 ) -> Result<Task> {
     let before = rows::lock_task(tx, id).await?.ok_or(StoreError::NotFound(id))?;
     let after = daicho_store::ends::plan_edit(&before, edit, actor, now)?;
-    if after == before {
-        return Ok(before);
-    }
-    let deps_changed = after.deps != before.deps;
-    if deps_changed {
+    if after.deps != before.deps {
         let change = NewDeps { task: id, deps: after.deps.clone(), origin: None };
         check_deps(tx, &[change], true, false).await??;
     }
-    rows::update_task(tx, &after).await?;
-    if before.status.satisfies_deps() != after.status.satisfies_deps() {
-        let delta = if after.status.satisfies_deps() { -1 } else { 1 };
-        rows::shift_dependents(tx, id, delta).await?;
-    }
-    if deps_changed {
-        rows::replace_deps(tx, id, &after.deps).await?;
-        rows::recount_unmet(tx, id).await?;
-    }
-    journal_change(tx, now, &before, &after, &actor.to_string(), "edit").await?;
+    rows::apply(
+        tx,
+        &writes::change_writes(now, &before, &after, &actor.to_string(), JournalKind::Edit, None)?,
+    )
+    .await?;
     rows::get_task(tx, id).await?.ok_or(StoreError::NotFound(id))
 }

@@ -3,16 +3,17 @@
 
 use std::collections::HashMap;
 
-use daicho_core::edit::changed_fields;
 use daicho_core::policy::{FailurePolicy, idempotency_key};
 use daicho_core::{Actor, Status, Task, TaskId};
+use daicho_store::codec::ready_where;
 use daicho_store::ends::EndPlan;
-use daicho_store::{ClaimOutcome, ClaimRequest, Finish, Result, StoreError};
+use daicho_store::writes::JournalWrite;
+use daicho_store::{ClaimOutcome, ClaimRequest, Finish, JournalKind, Result, StoreError};
 use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 
 use crate::backend;
-use crate::rows::{COLUMNS, micros, read_task};
+use crate::rows::{COLUMNS, JournalRows, micros, read_task};
 
 /// Claims every request that is claimable, in one statement that locks the rows it takes
 /// (`FOR UPDATE SKIP LOCKED`: a row another transaction holds is skipped, never waited for), then
@@ -44,8 +45,7 @@ pub(crate) async fn claim_many_in(
                  t.updated_at AS old_updated_at, t.approved_by AS old_approved_by, req.worker AS new_owner, \
                  req.now AS new_now, req.expires AS new_expires FROM req CROSS JOIN LATERAL \
                  (SELECT num, run, run_at, updated_at, approved_by \
-                 FROM task WHERE num = req.rnum AND status = 'pending' AND unmet_deps = 0 \
-                 AND (not_before IS NULL OR not_before <= req.now) AND (NOT req.require_run OR run) \
+                 FROM task WHERE num = req.rnum AND {} AND (NOT req.require_run OR run) \
                  AND (NOT req.require_approval OR (run AND approved_by <> '')) \
                  FOR UPDATE SKIP LOCKED) AS t \
                  WHERE NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused')) \
@@ -53,7 +53,8 @@ pub(crate) async fn claim_many_in(
                  attempt = attempt + 1, lease_owner = picked.new_owner, lease_expires_at = picked.new_expires, \
                  updated_at = picked.new_now \
              FROM picked WHERE num = picked.pnum \
-             RETURNING {COLUMNS}, picked.old_run, picked.old_run_at, picked.old_updated_at, picked.old_approved_by"
+             RETURNING {COLUMNS}, picked.old_run, picked.old_run_at, picked.old_updated_at, picked.old_approved_by",
+            ready_where("req.now")
         ))
         .await
         .map_err(backend)?;
@@ -78,14 +79,8 @@ pub(crate) async fn claim_many_in(
         let i = first[&after.id];
         let req = &requests[i];
         runs.push(&after, req);
-        journal.push(
-            req.now,
-            &before,
-            &after,
-            &Actor::Worker(req.worker.clone()).to_string(),
-            "claim",
-            None,
-        )?;
+        let actor = Actor::Worker(req.worker.clone()).to_string();
+        journal.push(&JournalWrite::change(req.now, &before, &after, &actor, JournalKind::Claim, None)?);
         claimed.insert(after.id, after);
     }
     // The run records, the journal and (when some request was refused) the kill switch, in one
@@ -189,7 +184,7 @@ struct Ends {
     failures: Vec<i32>,
     attempts: Vec<i32>,
     at: Vec<i64>,
-    outcomes: Vec<String>,
+    outcomes: Vec<&'static str>,
     errors: Vec<String>,
     tokens_in: Vec<Option<i64>>,
     tokens_out: Vec<Option<i64>>,
@@ -208,14 +203,23 @@ impl Ends {
         self.failures.push(after.failures as i32);
         self.attempts.push(before.attempt as i32);
         self.at.push(micros(after.updated_at));
-        self.outcomes.push(plan.outcome.to_owned());
+        self.outcomes.push(plan.outcome.as_str());
         self.errors.push(plan.error.clone().unwrap_or_default());
         self.tokens_in.push(plan.tokens.0.map(|t| t as i64));
         self.tokens_out.push(plan.tokens.1.map(|t| t as i64));
         if after.status.satisfies_deps() && !before.status.satisfies_deps() {
             self.unblocking.push(num);
         }
-        self.journal.push(after.updated_at, before, after, &plan.actor, plan.kind, plan.error.as_deref())
+        let at = after.updated_at;
+        self.journal.push(&JournalWrite::change(
+            at,
+            before,
+            after,
+            &plan.actor,
+            plan.kind,
+            plan.error.as_deref(),
+        )?);
+        Ok(())
     }
 
     /// Writes the ends: the rows, their dependents' counters, the run records and the journal,
@@ -322,66 +326,6 @@ impl RunInserts {
         tx.execute(
             &stmt,
             &[&self.nums, &self.attempts, &self.workers, &self.actions, &self.started, &self.keys],
-        )
-        .await
-        .map_err(backend)?;
-        Ok(())
-    }
-}
-
-/// Journal entries, column by column, inserted in order with one statement.
-#[derive(Default)]
-pub(crate) struct JournalRows {
-    at: Vec<i64>,
-    nums: Vec<i64>,
-    ids: Vec<String>,
-    actors: Vec<String>,
-    kinds: Vec<String>,
-    before: Vec<String>,
-    after: Vec<String>,
-}
-
-impl JournalRows {
-    /// The changed fields of `before` → `after` (and the error, if any).
-    pub(crate) fn push(
-        &mut self,
-        at: Timestamp,
-        before: &Task,
-        after: &Task,
-        actor: &str,
-        kind: &str,
-        error: Option<&str>,
-    ) -> Result<()> {
-        let (b, mut a) = changed_fields(before, after);
-        if let Some(error) = error {
-            a.insert("error".into(), error.into());
-        }
-        self.at.push(micros(at));
-        self.nums.push(after.id.num() as i64);
-        self.ids.push(after.id.to_string());
-        self.actors.push(actor.to_owned());
-        self.kinds.push(kind.to_owned());
-        self.before.push(serde_json::to_string(&b).map_err(backend)?);
-        self.after.push(serde_json::to_string(&a).map_err(backend)?);
-        Ok(())
-    }
-
-    pub(crate) async fn insert(&self, tx: &Transaction<'_>) -> Result<()> {
-        if self.nums.is_empty() {
-            return Ok(());
-        }
-        let stmt = tx
-            .prepare_cached(
-                "INSERT INTO journal (at, task, task_id, actor, kind, before, after) \
-                 SELECT at, task, task_id, actor, kind, before, after \
-                 FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[]) \
-                 WITH ORDINALITY AS j(at, task, task_id, actor, kind, before, after, n) ORDER BY n",
-            )
-            .await
-            .map_err(backend)?;
-        tx.execute(
-            &stmt,
-            &[&self.at, &self.nums, &self.ids, &self.actors, &self.kinds, &self.before, &self.after],
         )
         .await
         .map_err(backend)?;

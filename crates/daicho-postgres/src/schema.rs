@@ -124,7 +124,7 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<usize> {
     };
     let version = version as usize;
     if version > MIGRATIONS.len() {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::backend(format!(
             "the ledger has schema version {version}, newer than this daicho knows ({}); upgrade daicho",
             MIGRATIONS.len()
         )));

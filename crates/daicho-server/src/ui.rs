@@ -621,7 +621,7 @@ async fn task_page<S: Store + 'static>(
         .map(|e| JournalHtml {
             at: when(e.at),
             actor: e.actor.clone(),
-            kind: e.kind.clone(),
+            kind: e.kind.to_string(),
             change: change_text(e),
         })
         .collect();
@@ -636,7 +636,7 @@ async fn task_page<S: Store + 'static>(
             worker: run.worker,
             action: run.action,
             started: when(run.started),
-            outcome: run.outcome,
+            outcome: run.outcome.to_string(),
             error: run.error,
         })
         .collect();

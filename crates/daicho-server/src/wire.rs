@@ -281,7 +281,7 @@ impl From<&JournalEntry> for JournalJson {
             at: e.at.to_string(),
             task: e.task.to_string(),
             actor: e.actor.clone(),
-            kind: e.kind.clone(),
+            kind: e.kind.to_string(),
             before: e.before.clone(),
             after: e.after.clone(),
         }
@@ -441,7 +441,7 @@ impl From<&daicho_store::RunRecord> for RunRecordJson {
             action: r.action.clone(),
             started: r.started.to_string(),
             finished: r.finished.map(|t| t.to_string()),
-            outcome: r.outcome.clone(),
+            outcome: r.outcome.to_string(),
             error: r.error.clone(),
             tokens_in: r.tokens_in,
             tokens_out: r.tokens_out,

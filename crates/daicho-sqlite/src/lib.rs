@@ -15,24 +15,27 @@ mod rows;
 mod runs;
 mod schema;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use daicho_core::dag::{NewDeps, check_new_deps};
-use daicho_core::edit::{TaskEdit, changed_fields};
+use daicho_core::edit::TaskEdit;
 use daicho_core::merge::incoming_keys;
 use daicho_core::policy::{FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
+use daicho_store::codec::{self, READY_ORDER};
+use daicho_store::writes;
 use daicho_store::{
-    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, PurgeReport, ReadySet,
-    RestoreReport, Result, RunRecord, StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
+    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, JournalKind, ListFilter,
+    PurgeReport, ReadySet, RestoreReport, Result, RunRecord, StatusCount, Store, StoreError, UnknownDeps,
+    UpsertReport,
 };
 use jiff::Timestamp;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use crate::rows::{COLUMNS, micros, read_task};
+use crate::rows::{COLUMNS, read_task};
 
 /// How durable each commit is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,7 +84,7 @@ pub(crate) fn backend(error: rusqlite::Error) -> StoreError {
         {
             StoreError::Unavailable(format!("{error} (another process holds the ledger's write lock)"))
         }
-        _ => StoreError::Backend(error.to_string()),
+        _ => StoreError::backend_from("SQLite", error),
     }
 }
 
@@ -139,8 +142,7 @@ impl SqliteStore {
     {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
-            let taken =
-                inner.idle.lock().map_err(|_| StoreError::Backend("connection pool poisoned".into()))?.pop();
+            let taken = inner.idle.lock().map_err(|_| StoreError::backend("connection pool poisoned"))?.pop();
             let mut conn = match taken {
                 Some(conn) => conn,
                 None => open_connection(&inner.path, &inner.options)?,
@@ -154,7 +156,7 @@ impl SqliteStore {
             result
         })
         .await
-        .map_err(|e| StoreError::Backend(format!("database task failed: {e}")))?
+        .map_err(|e| StoreError::backend_from("database task failed", e))?
     }
 }
 
@@ -162,12 +164,12 @@ fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
     let flags =
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)
-        .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| StoreError::backend_from(format_args!("cannot open {}", path.display()), e))?;
     conn.busy_timeout(options.busy_timeout).map_err(backend)?;
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(backend)?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError::Backend(format!("cannot use WAL mode on {} (got {mode})", path.display())));
+        return Err(StoreError::backend(format!("cannot use WAL mode on {} (got {mode})", path.display())));
     }
     let synchronous = match options.durability {
         Durability::Full => "FULL",
@@ -203,7 +205,7 @@ impl Store for SqliteStore {
             let mut out = Vec::with_capacity(finishes.len());
             for finish in &finishes {
                 match runs::finish_in(tx, finish) {
-                    Err(StoreError::Backend(e)) => return Err(StoreError::Backend(e)),
+                    Err(e @ StoreError::Backend { .. }) => return Err(e),
                     other => out.push(other),
                 }
             }
@@ -360,12 +362,13 @@ impl Store for SqliteStore {
         self.read(move |tx| {
             let now = now.as_microsecond();
             let total: i64 = tx
-                .prepare_cached(&format!("SELECT count(*) FROM task WHERE {READY_WHERE}"))
+                .prepare_cached(&format!("SELECT count(*) FROM task WHERE {}", ready_where()))
                 .and_then(|mut s| s.query_row([now], |r| r.get(0)))
                 .map_err(backend)?;
             let mut stmt = tx
                 .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT ?2"
+                    "SELECT {COLUMNS} FROM task WHERE {} {READY_ORDER} LIMIT ?2",
+                    ready_where()
                 ))
                 .map_err(backend)?;
             let tasks = stmt
@@ -381,7 +384,8 @@ impl Store for SqliteStore {
         self.read(move |tx| {
             let mut stmt = tx
                 .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT ?2"
+                    "SELECT {COLUMNS} FROM task WHERE {} {READY_ORDER} LIMIT ?2",
+                    ready_where()
                 ))
                 .map_err(backend)?;
             stmt.query_map(params![now.as_microsecond(), limit as i64], read_task)
@@ -418,16 +422,7 @@ impl Store for SqliteStore {
                 .map_err(backend)?;
             rows.into_iter()
                 .map(|(seq, at, task, actor, kind, before, after)| {
-                    let corrupt = |what: &str| StoreError::Backend(format!("journal entry {seq}: bad {what}"));
-                    Ok(JournalEntry {
-                        seq,
-                        at: Timestamp::from_microsecond(at).map_err(|_| corrupt("time"))?,
-                        task: TaskId::parse(&task).ok_or_else(|| corrupt("task id"))?,
-                        actor,
-                        kind,
-                        before: serde_json::from_str(&before).map_err(|_| corrupt("before"))?,
-                        after: serde_json::from_str(&after).map_err(|_| corrupt("after"))?,
-                    })
+                    JournalEntry::from_stored(seq, at, &task, actor, &kind, &before, &after)
                 })
                 .collect()
         })
@@ -435,11 +430,10 @@ impl Store for SqliteStore {
     }
 }
 
-/// The ready condition (D1, D5); `?1` is now in microseconds.
-const READY_WHERE: &str =
-    "status = 'pending' AND unmet_deps = 0 AND (not_before IS NULL OR not_before <= ?1)";
-/// Run order: priority (larger first), then id. Served by the index `task_ready`.
-const READY_ORDER: &str = "ORDER BY priority DESC, num";
+/// The ready condition (D1, D5), with `?1` the time in microseconds.
+fn ready_where() -> String {
+    codec::ready_where("?1")
+}
 
 pub(crate) fn get_task(conn: &Connection, id: TaskId) -> Result<Option<Task>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = ?1"))
@@ -497,7 +491,7 @@ fn stored_deps(tx: &Transaction<'_>, id: TaskId) -> Result<Option<Vec<TaskId>>> 
         .prepare_cached("SELECT deps FROM task WHERE num = ?1")
         .and_then(|mut s| s.query_row([id.num() as i64], |r| r.get(0)).optional())
         .map_err(backend)?;
-    Ok(text.map(|t| rows::parse_deps(&t)))
+    Ok(text.map(|t| codec::parse_deps(&t)))
 }
 
 /// Runs the DAG check with a lookup into the ledger, turning the first lookup failure into an
@@ -551,32 +545,9 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     let started = std::time::Instant::now();
     // The rows the items can match: by key, and by requested id.
     let keys = incoming_keys(&batch.items);
-    let mut existing: Vec<Task> = Vec::new();
-    {
-        let mut seen: HashSet<u64> = HashSet::new();
-        let mut asked: HashSet<&str> = HashSet::new();
-        let mut by_key =
-            tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE key = ?1")).map_err(backend)?;
-        let mut by_num =
-            tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = ?1")).map_err(backend)?;
-        for (item, key) in batch.items.iter().zip(&keys) {
-            let Some(key) = key.as_deref() else { continue };
-            if asked.insert(key)
-                && let Some(task) = by_key.query_row([key], read_task).optional().map_err(backend)?
-                && seen.insert(task.id.num())
-            {
-                existing.push(task);
-            }
-            if let Some(id) = item.ref_id.as_deref().and_then(TaskId::parse)
-                && !seen.contains(&id.num())
-                && let Some(task) =
-                    by_num.query_row([id.num() as i64], read_task).optional().map_err(backend)?
-            {
-                seen.insert(task.id.num());
-                existing.push(task);
-            }
-        }
-    }
+    let ids: Vec<TaskId> =
+        batch.items.iter().filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse)).collect();
+    let existing = rows::rows_matching(tx, &ids, keys.iter().flatten().map(String::as_str))?;
     let next_id: i64 =
         tx.query_row("SELECT value FROM meta WHERE name = 'next_id'", [], |r| r.get(0)).map_err(backend)?;
     let read = started.elapsed();
@@ -587,57 +558,17 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     // The ledger was acyclic, so a new cycle needs a path from a ledger row back to a changed
     // row. Without patched deps and without rows that already named a new id, there is none,
     // and the check need not walk the ledger's graph.
-    let added: Vec<TaskId> = plan.add.iter().map(|a| a.task.id).collect();
-    let ledger_is_leaf = plan.patch.iter().all(|p| p.fields.deps.is_none()) && !anyone_waits_for(tx, &added)?;
+    let added: Vec<&Task> = plan.add.iter().map(|a| &a.task).collect();
+    let added_ids: Vec<TaskId> = added.iter().map(|t| t.id).collect();
+    let ledger_is_leaf =
+        plan.patch.iter().all(|p| p.fields.deps.is_none()) && !anyone_waits_for(tx, &added_ids)?;
     check_deps(tx, &changes, batch.unknown_deps == UnknownDeps::Refuse, ledger_is_leaf)?
         .map_err(|e| batch.dag_error(e))?;
     let checked = started.elapsed();
 
-    let actor = batch.actor.to_string();
-    let mut report = UpsertReport::default();
-    // Rows that waited for a just-added id (a missing dep until now) that arrives satisfied have
-    // one unmet dep fewer. Done before the new rows' own edges exist, so only older rows move.
-    for addition in plan.add.iter().filter(|a| a.task.status.satisfies_deps()) {
-        rows::shift_dependents(tx, addition.task.id, -1).map_err(backend)?;
-    }
-    let added_status: HashMap<TaskId, Status> = plan.add.iter().map(|a| (a.task.id, a.task.status)).collect();
-    for addition in &plan.add {
-        let task = &addition.task;
-        let mut unmet = 0;
-        for dep in &task.deps {
-            let status = match added_status.get(dep) {
-                Some(status) => Some(*status),
-                None => rows::status_of(tx, *dep).map_err(backend)?,
-            };
-            if !status.is_some_and(Status::satisfies_deps) {
-                unmet += 1;
-            }
-        }
-        rows::insert_task(tx, task, unmet).map_err(|e| match e {
-            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
-                StoreError::Conflict(format!("{} or its key is already in the ledger", task.id))
-            }
-            other => backend(other),
-        })?;
-        rows::insert_deps(tx, task.id, &task.deps).map_err(backend)?;
-        let row = serde_json::to_string(task).map_err(|e| StoreError::Backend(e.to_string()))?;
-        journal(tx, batch.now, task.id, &actor, "add", "{}", &row)?;
-        report.added.push(task.id);
-    }
-    let by_id: HashMap<TaskId, &Task> = existing.iter().map(|t| (t.id, t)).collect();
-    for patch in &plan.patch {
-        let before = by_id[&patch.id];
-        let mut after = before.clone();
-        patch.fields.apply_to(&mut after);
-        after.updated_at = batch.now;
-        rows::update_task(tx, &after).map_err(backend)?;
-        if patch.fields.deps.is_some() {
-            rows::replace_deps(tx, after.id, &after.deps).map_err(backend)?;
-            rows::recount_unmet(tx, after.id).map_err(backend)?;
-        }
-        journal_change(tx, batch.now, before, &after, &actor, "patch")?;
-        report.updated.push(after.id);
-    }
+    let statuses = rows::statuses(tx, &writes::outside_deps(&added))?;
+    let before: HashMap<TaskId, Task> = existing.iter().map(|t| (t.id, t.clone())).collect();
+    rows::apply(tx, &writes::plan_upsert(batch, &plan, &before, &statuses)?)?;
     tx.execute(
         "UPDATE meta SET value = ?1 WHERE name = 'next_id'",
         [plan.next_id.max(next_id as u64) as i64],
@@ -652,83 +583,21 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
         write = ?(started.elapsed() - checked),
         "upsert"
     );
-    report.note_plan(batch, &plan);
-    Ok(report)
+    Ok(UpsertReport::of(batch, &plan))
 }
 
 fn edit_in(tx: &Transaction<'_>, id: TaskId, edit: &TaskEdit, actor: &Actor, now: Timestamp) -> Result<Task> {
     let before = get_task(tx, id)?.ok_or(StoreError::NotFound(id))?;
     let after = daicho_store::ends::plan_edit(&before, edit, actor, now)?;
-    if after == before {
-        return Ok(before);
-    }
-    let deps_changed = after.deps != before.deps;
-    if deps_changed {
+    if after.deps != before.deps {
         let change = NewDeps { task: id, deps: after.deps.clone(), origin: None };
         check_deps(tx, &[change], true, false)??;
     }
-    rows::update_task(tx, &after).map_err(backend)?;
-    if before.status.satisfies_deps() != after.status.satisfies_deps() {
-        let delta = if after.status.satisfies_deps() { -1 } else { 1 };
-        rows::shift_dependents(tx, id, delta).map_err(backend)?;
-    }
-    if deps_changed {
-        rows::replace_deps(tx, id, &after.deps).map_err(backend)?;
-        rows::recount_unmet(tx, id).map_err(backend)?;
-    }
-    journal_change(tx, now, &before, &after, &actor.to_string(), "edit")?;
+    rows::apply(
+        tx,
+        &writes::change_writes(now, &before, &after, &actor.to_string(), JournalKind::Edit, None)?,
+    )?;
     get_task(tx, id)?.ok_or(StoreError::NotFound(id))
-}
-
-/// Journals a change of one row: the fields that differ, before and after.
-pub(crate) fn journal_change(
-    tx: &Transaction<'_>,
-    at: Timestamp,
-    before: &Task,
-    after: &Task,
-    actor: &str,
-    kind: &str,
-) -> Result<()> {
-    let (b, a) = changed_fields(before, after);
-    let encode = |m| serde_json::to_string(&m).map_err(|e| StoreError::Backend(e.to_string()));
-    journal(tx, at, after.id, actor, kind, &encode(b)?, &encode(a)?)
-}
-
-/// Appends one journal entry; `before` and `after` are JSON objects.
-pub(crate) fn journal(
-    tx: &Transaction<'_>,
-    at: Timestamp,
-    task: TaskId,
-    actor: &str,
-    kind: &str,
-    before: &str,
-    after: &str,
-) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO journal (at, task, task_id, actor, kind, before, after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )
-    .and_then(|mut s| {
-        s.execute(params![micros(at), task.num() as i64, task.to_string(), actor, kind, before, after])
-    })
-    .map_err(backend)?;
-    Ok(())
-}
-
-/// Appends a journal entry about the ledger as a whole (pause, resume): task 0, shown as `ledger`.
-pub(crate) fn journal_event(
-    tx: &Transaction<'_>,
-    at: Timestamp,
-    actor: &str,
-    kind: &str,
-    before: &str,
-    after: &str,
-) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO journal (at, task, task_id, actor, kind, before, after) VALUES (?1, 0, 'ledger', ?2, ?3, ?4, ?5)",
-    )
-    .and_then(|mut s| s.execute(params![micros(at), actor, kind, before, after]))
-    .map_err(backend)?;
-    Ok(())
 }
 
 /// Whether `ready`'s query is served by the `task_ready` index without a sort (for tests).
@@ -736,7 +605,8 @@ pub async fn ready_query_plan(store: &SqliteStore) -> Result<String> {
     store
         .with_conn(|conn| {
             let sql = format!(
-                "EXPLAIN QUERY PLAN SELECT {COLUMNS} FROM task WHERE {READY_WHERE} {READY_ORDER} LIMIT 10"
+                "EXPLAIN QUERY PLAN SELECT {COLUMNS} FROM task WHERE {} {READY_ORDER} LIMIT 10",
+                ready_where()
             );
             let mut stmt = conn.prepare(&sql).map_err(backend)?;
             let lines = stmt

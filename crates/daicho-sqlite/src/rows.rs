@@ -1,183 +1,58 @@
-//! Reading and writing task rows: the mapping between [`Task`] and the `task` table.
+//! The `task` table through the shared codec (`daicho_store::codec`), and the one place that
+//! applies the writes the shared plans (`daicho_store::writes`) decide.
 
-use daicho_core::task::Lease;
-use daicho_core::{Status, Tags, Task, TaskId};
+use std::collections::HashMap;
+
+use daicho_core::{Status, Task, TaskId};
+use daicho_store::codec::{self, Cell, CellKind, TASK_COLUMNS};
+use daicho_store::writes::{JournalWrite, RowWrite};
+use daicho_store::{Result, StoreError};
 use jiff::Timestamp;
-use jiff::civil::Date;
-use rusqlite::types::Type;
-use rusqlite::{Row, Transaction, params};
+use rusqlite::types::{ToSqlOutput, Type};
+use rusqlite::{OptionalExtension, Row, ToSql, Transaction, params};
 
-/// The columns of `task` that make a [`Task`], in the order [`read_task`] reads them.
-pub(crate) const COLUMNS: &str = "num, id_width, project, status, run, title, body, source, evidence, due, \
-    assignee, work_type, priority, not_before, action, result, run_at, correction, deps, tags, key, \
-    failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at, approved_by";
+use crate::backend;
+
+pub(crate) use daicho_store::codec::COLUMNS;
 
 pub(crate) fn micros(t: Timestamp) -> i64 {
     t.as_microsecond()
 }
 
-fn bad(index: usize, what: &str, value: &str) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(index, Type::Text, format!("bad {what} '{value}'").into())
+/// SQLite's placeholder for the `n`th parameter.
+pub(crate) fn mark(n: usize) -> String {
+    format!("?{n}")
 }
 
-fn timestamp(index: usize, value: Option<i64>) -> rusqlite::Result<Option<Timestamp>> {
-    value.map(|v| Timestamp::from_microsecond(v).map_err(|_| bad(index, "time", &v.to_string()))).transpose()
-}
+struct Bind<'a>(&'a Cell);
 
-/// The deps column: display ids separated by commas (`T-500,T-0001`).
-pub(crate) fn deps_text(deps: &[TaskId]) -> String {
-    deps.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
-}
-
-/// Parses the deps column; ids that do not parse are skipped (the column is only written here).
-pub(crate) fn parse_deps(text: &str) -> Vec<TaskId> {
-    text.split(',').filter_map(TaskId::parse).collect()
+impl ToSql for Bind<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        match self.0 {
+            Cell::Int(v) => v.to_sql(),
+            Cell::BigInt(v) => v.to_sql(),
+            Cell::Text(v) => v.to_sql(),
+            Cell::Bool(v) => v.to_sql(),
+        }
+    }
 }
 
 /// Reads a row selected with [`COLUMNS`].
 pub(crate) fn read_task(row: &Row<'_>) -> rusqlite::Result<Task> {
-    let num: i64 = row.get(0)?;
-    let width: i64 = row.get(1)?;
-    let status: String = row.get(3)?;
-    let due: Option<String> = row.get(9)?;
-    let lease_owner: Option<String> = row.get(24)?;
-    let lease_expires_at = timestamp(25, row.get(25)?)?;
-    Ok(Task {
-        id: TaskId::with_width(num as u64, width.clamp(1, 20) as u8),
-        project: row.get(2)?,
-        status: Status::parse(&status).ok_or_else(|| bad(3, "status", &status))?,
-        run: row.get(4)?,
-        title: row.get(5)?,
-        body: row.get(6)?,
-        source: row.get(7)?,
-        evidence: row.get(8)?,
-        due: due.map(|d| d.parse::<Date>().map_err(|_| bad(9, "date", &d))).transpose()?,
-        assignee: row.get(10)?,
-        work_type: row.get(11)?,
-        priority: row.get(12)?,
-        not_before: timestamp(13, row.get(13)?)?,
-        action: row.get(14)?,
-        result: row.get(15)?,
-        run_at: timestamp(16, row.get(16)?)?,
-        correction: row.get(17)?,
-        deps: parse_deps(&row.get::<_, String>(18)?),
-        tags: Tags::parse_list(&row.get::<_, String>(19)?),
-        key: row.get(20)?,
-        failures: row.get(21)?,
-        refresh: row.get(22)?,
-        attempt: row.get(23)?,
-        lease: match (lease_owner, lease_expires_at) {
-            (Some(owner), Some(expires_at)) => Some(Lease { owner, expires_at }),
-            _ => None,
-        },
-        created_at: timestamp(26, row.get(26)?)?.unwrap_or_default(),
-        updated_at: timestamp(27, row.get(27)?)?.unwrap_or_default(),
-        approved_by: row.get(28)?,
-    })
-}
-
-/// Inserts a new row with its count of unmet deps.
-pub(crate) fn insert_task(tx: &Transaction<'_>, t: &Task, unmet_deps: i64) -> rusqlite::Result<()> {
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO task (num, id_width, project, status, run, title, body, source, evidence, due, \
-         assignee, work_type, priority, not_before, action, result, run_at, correction, deps, tags, key, \
-         failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at, unmet_deps, \
-         approved_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
-         ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)",
-    )?;
-    stmt.execute(params![
-        t.id.num() as i64,
-        i64::from(t.id.width()),
-        t.project,
-        t.status.as_str(),
-        t.run,
-        t.title,
-        t.body,
-        t.source,
-        t.evidence,
-        t.due.map(|d| d.to_string()),
-        t.assignee,
-        t.work_type,
-        t.priority,
-        t.not_before.map(micros),
-        t.action,
-        t.result,
-        t.run_at.map(micros),
-        t.correction,
-        deps_text(&t.deps),
-        t.tags.to_list(),
-        t.key,
-        t.failures,
-        t.refresh,
-        t.attempt,
-        t.lease.as_ref().map(|l| l.owner.clone()),
-        t.lease.as_ref().map(|l| micros(l.expires_at)),
-        micros(t.created_at),
-        micros(t.updated_at),
-        unmet_deps,
-        t.approved_by,
-    ])?;
-    Ok(())
-}
-
-/// Writes every field of an existing row except its id, key and `unmet_deps`.
-pub(crate) fn update_task(tx: &Transaction<'_>, t: &Task) -> rusqlite::Result<()> {
-    let mut stmt = tx.prepare_cached(
-        "UPDATE task SET project = ?2, status = ?3, run = ?4, title = ?5, body = ?6, source = ?7, \
-         evidence = ?8, due = ?9, assignee = ?10, work_type = ?11, priority = ?12, not_before = ?13, \
-         action = ?14, result = ?15, run_at = ?16, correction = ?17, deps = ?18, tags = ?19, \
-         failures = ?20, refresh = ?21, attempt = ?22, lease_owner = ?23, lease_expires_at = ?24, \
-         updated_at = ?25, approved_by = ?26 WHERE num = ?1",
-    )?;
-    stmt.execute(params![
-        t.id.num() as i64,
-        t.project,
-        t.status.as_str(),
-        t.run,
-        t.title,
-        t.body,
-        t.source,
-        t.evidence,
-        t.due.map(|d| d.to_string()),
-        t.assignee,
-        t.work_type,
-        t.priority,
-        t.not_before.map(micros),
-        t.action,
-        t.result,
-        t.run_at.map(micros),
-        t.correction,
-        deps_text(&t.deps),
-        t.tags.to_list(),
-        t.failures,
-        t.refresh,
-        t.attempt,
-        t.lease.as_ref().map(|l| l.owner.clone()),
-        t.lease.as_ref().map(|l| micros(l.expires_at)),
-        micros(t.updated_at),
-        t.approved_by,
-    ])?;
-    Ok(())
-}
-
-/// Replaces the edges of a row in `task_dep` (the reverse index of deps).
-pub(crate) fn replace_deps(tx: &Transaction<'_>, id: TaskId, deps: &[TaskId]) -> rusqlite::Result<()> {
-    tx.prepare_cached("DELETE FROM task_dep WHERE task = ?1")?.execute([id.num() as i64])?;
-    insert_deps(tx, id, deps)
-}
-
-/// Adds the edges of a new row to `task_dep`.
-pub(crate) fn insert_deps(tx: &Transaction<'_>, id: TaskId, deps: &[TaskId]) -> rusqlite::Result<()> {
-    let mut insert = tx.prepare_cached("INSERT OR IGNORE INTO task_dep (task, dep) VALUES (?1, ?2)")?;
-    for dep in deps {
-        insert.execute([id.num() as i64, dep.num() as i64])?;
+    let mut cells = Vec::with_capacity(TASK_COLUMNS.len());
+    for (i, (_, kind)) in TASK_COLUMNS.iter().enumerate() {
+        cells.push(match kind {
+            CellKind::Int => Cell::Int(row.get(i)?),
+            CellKind::BigInt => Cell::BigInt(row.get(i)?),
+            CellKind::Text => Cell::Text(row.get(i)?),
+            CellKind::Bool => Cell::Bool(row.get(i)?),
+        });
     }
-    Ok(())
+    codec::decode(cells).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Text, e.into()))
 }
 
 /// The status of a row, `None` when it does not exist.
 pub(crate) fn status_of(tx: &Transaction<'_>, id: TaskId) -> rusqlite::Result<Option<Status>> {
-    use rusqlite::OptionalExtension as _;
     let text: Option<String> = tx
         .prepare_cached("SELECT status FROM task WHERE num = ?1")?
         .query_row([id.num() as i64], |r| r.get(0))
@@ -185,21 +60,116 @@ pub(crate) fn status_of(tx: &Transaction<'_>, id: TaskId) -> rusqlite::Result<Op
     Ok(text.and_then(|t| Status::parse(&t)))
 }
 
-/// Sets a row's `unmet_deps` from its edges: deps missing or not `done`/`dropped`.
-pub(crate) fn recount_unmet(tx: &Transaction<'_>, id: TaskId) -> rusqlite::Result<()> {
-    tx.prepare_cached(
-        "UPDATE task SET unmet_deps = (SELECT count(*) FROM task_dep d LEFT JOIN task t ON t.num = d.dep \
-         WHERE d.task = ?1 AND (t.status IS NULL OR t.status NOT IN ('done', 'dropped'))) WHERE num = ?1",
-    )?
-    .execute([id.num() as i64])?;
+/// The statuses of the rows of `ids` the ledger has.
+pub(crate) fn statuses(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<HashMap<TaskId, Status>> {
+    let mut found = HashMap::new();
+    for id in ids {
+        if let Some(status) = status_of(tx, *id).map_err(backend)? {
+            found.insert(*id, status);
+        }
+    }
+    Ok(found)
+}
+
+/// The rows with one of these ids or keys, each once, in the order asked (ids first).
+pub(crate) fn rows_matching<'k>(
+    tx: &Transaction<'_>,
+    ids: &[TaskId],
+    keys: impl IntoIterator<Item = &'k str>,
+) -> Result<Vec<Task>> {
+    let mut by_num =
+        tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = ?1")).map_err(backend)?;
+    let mut by_key =
+        tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE key = ?1")).map_err(backend)?;
+    let mut seen = std::collections::HashSet::new();
+    let mut rows = Vec::new();
+    for id in ids {
+        if let Some(task) = by_num.query_row([id.num() as i64], read_task).optional().map_err(backend)?
+            && seen.insert(task.id.num())
+        {
+            rows.push(task);
+        }
+    }
+    for key in keys {
+        if let Some(task) = by_key.query_row([key], read_task).optional().map_err(backend)?
+            && seen.insert(task.id.num())
+        {
+            rows.push(task);
+        }
+    }
+    Ok(rows)
+}
+
+/// Applies a plan's writes, in order.
+pub(crate) fn apply(tx: &Transaction<'_>, writes: &[RowWrite]) -> Result<()> {
+    for write in writes {
+        apply_one(tx, write).map_err(|e| match (e, write) {
+            (rusqlite::Error::SqliteFailure(f, _), RowWrite::Insert { task, .. })
+                if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                StoreError::Conflict(format!("{} or its key is already in the ledger", task.id))
+            }
+            (other, _) => backend(other),
+        })?;
+    }
     Ok(())
 }
 
-/// Adds `delta` to `unmet_deps` of every row that waits for `id`.
-pub(crate) fn shift_dependents(tx: &Transaction<'_>, id: TaskId, delta: i64) -> rusqlite::Result<()> {
+fn apply_one(tx: &Transaction<'_>, write: &RowWrite) -> rusqlite::Result<()> {
+    match write {
+        RowWrite::Insert { task, unmet_deps } => {
+            let mut cells = codec::encode(task);
+            cells.push(Cell::BigInt(Some(i64::from(*unmet_deps))));
+            let binds: Vec<Bind<'_>> = cells.iter().map(Bind).collect();
+            tx.prepare_cached(&codec::insert_sql(mark))?.execute(rusqlite::params_from_iter(binds))?;
+            insert_deps(tx, task.id, &task.deps)?;
+        }
+        RowWrite::Update(task) => {
+            let cells = codec::encode(task);
+            let binds: Vec<Bind<'_>> = cells.iter().map(Bind).collect();
+            tx.prepare_cached(&codec::update_sql(mark))?.execute(rusqlite::params_from_iter(binds))?;
+        }
+        RowWrite::Redeps { id, deps } => {
+            tx.prepare_cached("DELETE FROM task_dep WHERE task = ?1")?.execute([id.num() as i64])?;
+            insert_deps(tx, *id, deps)?;
+            tx.prepare_cached(&codec::recount_sql("?1"))?.execute([id.num() as i64])?;
+        }
+        RowWrite::ShiftDependents { id, delta } => {
+            tx.prepare_cached(&codec::shift_sql("?1", "?2"))?
+                .execute([id.num() as i64, i64::from(*delta)])?;
+        }
+        RowWrite::Delete(id) => {
+            for sql in [
+                "DELETE FROM task_dep WHERE task = ?1",
+                "DELETE FROM approval WHERE task = ?1",
+                "DELETE FROM task WHERE num = ?1",
+            ] {
+                tx.prepare_cached(sql)?.execute([id.num() as i64])?;
+            }
+        }
+        RowWrite::Journal(entry) => journal(tx, entry)?,
+    }
+    Ok(())
+}
+
+/// Adds the edges of a row to `task_dep`.
+fn insert_deps(tx: &Transaction<'_>, id: TaskId, deps: &[TaskId]) -> rusqlite::Result<()> {
+    let mut insert = tx.prepare_cached("INSERT OR IGNORE INTO task_dep (task, dep) VALUES (?1, ?2)")?;
+    for dep in deps {
+        insert.execute([id.num() as i64, dep.num() as i64])?;
+    }
+    Ok(())
+}
+
+/// Appends one journal entry (task 0, shown as `ledger`, for an event of the whole ledger).
+pub(crate) fn journal(tx: &Transaction<'_>, e: &JournalWrite) -> rusqlite::Result<()> {
+    let (num, id) = match e.task {
+        Some(id) => (id.num() as i64, id.to_string()),
+        None => (0, "ledger".to_owned()),
+    };
     tx.prepare_cached(
-        "UPDATE task SET unmet_deps = unmet_deps + ?2 WHERE num IN (SELECT task FROM task_dep WHERE dep = ?1)",
+        "INSERT INTO journal (at, task, task_id, actor, kind, before, after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
-    .execute([id.num() as i64, delta])?;
+    .execute(params![micros(e.at), num, id, e.actor, e.kind.as_str(), e.before, e.after])?;
     Ok(())
 }

@@ -4,12 +4,15 @@
 
 use daicho_core::policy::{FailurePolicy, RunCounts, idempotency_key};
 use daicho_core::{Actor, Status, Task, TaskId};
-use daicho_store::{ActionStats, ClaimOutcome, ClaimRequest, Finish, Result, RunRecord, StoreError};
+use daicho_store::writes::{JournalWrite, RowWrite, change_writes};
+use daicho_store::{
+    ActionStats, ClaimOutcome, ClaimRequest, Finish, JournalKind, Result, RunOutcome, RunRecord, StoreError,
+};
 use jiff::Timestamp;
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use crate::rows::{self, micros};
-use crate::{backend, get_task, journal_change, journal_event};
+use crate::{backend, get_task};
 
 /// The setting that holds the kill switch's reason while paused.
 const PAUSED: &str = "paused";
@@ -34,10 +37,11 @@ pub(crate) fn set_paused_in(
         None => tx.execute("DELETE FROM setting WHERE name = ?1", [PAUSED]).map_err(backend)?,
     };
     if before.as_deref() != reason {
-        let kind = if reason.is_some() { "pause" } else { "resume" };
+        let kind = if reason.is_some() { JournalKind::Pause } else { JournalKind::Resume };
         let after = serde_json::json!({ "paused": reason }).to_string();
         let before = serde_json::json!({ "paused": before }).to_string();
-        journal_event(tx, now, &actor.to_string(), kind, &before, &after)?;
+        rows::journal(tx, &JournalWrite::event(now, &actor.to_string(), kind, before, after))
+            .map_err(backend)?;
     }
     Ok(())
 }
@@ -51,13 +55,13 @@ pub(crate) fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<Claim
     };
     let now = micros(req.now);
     let changed = tx
-        .prepare_cached(
+        .prepare_cached(&format!(
             "UPDATE task SET status = 'running', run = 0, approved_by = '', run_at = ?2, \
              attempt = attempt + 1, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?2 \
-             WHERE num = ?1 AND status = 'pending' AND unmet_deps = 0 \
-             AND (not_before IS NULL OR not_before <= ?2) AND (?5 = 0 OR run = 1) \
+             WHERE num = ?1 AND {} AND (?5 = 0 OR run = 1) \
              AND (?6 = 0 OR (run = 1 AND approved_by <> ''))",
-        )
+            daicho_store::codec::ready_where("?2")
+        ))
         .and_then(|mut s| {
             s.execute(params![
                 req.id.num() as i64,
@@ -87,7 +91,9 @@ pub(crate) fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<Claim
         ])
     })
     .map_err(backend)?;
-    journal_change(tx, req.now, &before, &after, &Actor::Worker(req.worker.clone()).to_string(), "claim")?;
+    let actor = Actor::Worker(req.worker.clone()).to_string();
+    let entry = JournalWrite::change(req.now, &before, &after, &actor, JournalKind::Claim, None)?;
+    rows::journal(tx, &entry).map_err(backend)?;
     Ok(ClaimOutcome::Claimed(Box::new(after)))
 }
 
@@ -115,40 +121,12 @@ pub(crate) fn heartbeat_in(
     Ok(())
 }
 
-/// Writes a status change of a row that was `running`, keeping the dependents' counters right.
-fn write_end(
-    tx: &Transaction<'_>,
-    before: &Task,
-    after: &Task,
-    actor: &str,
-    kind: &str,
-    error: Option<&str>,
-) -> Result<()> {
-    rows::update_task(tx, after).map_err(backend)?;
-    if after.status.satisfies_deps() {
-        rows::shift_dependents(tx, after.id, -1).map_err(backend)?;
-    }
-    let (b, mut a) = daicho_core::edit::changed_fields(before, after);
-    if let Some(error) = error {
-        a.insert("error".into(), error.into());
-    }
-    crate::journal(
-        tx,
-        after.updated_at,
-        after.id,
-        actor,
-        kind,
-        &serde_json::to_string(&b).map_err(|e| StoreError::Backend(e.to_string()))?,
-        &serde_json::to_string(&a).map_err(|e| StoreError::Backend(e.to_string()))?,
-    )
-}
-
 fn close_run(
     tx: &Transaction<'_>,
     task: &Task,
     attempt: u32,
     now: Timestamp,
-    outcome: &str,
+    outcome: RunOutcome,
     error: &str,
     tokens: (Option<u64>, Option<u64>),
 ) -> Result<()> {
@@ -161,7 +139,7 @@ fn close_run(
             task.id.num() as i64,
             attempt,
             micros(now),
-            outcome,
+            outcome.as_str(),
             error,
             tokens.0.map(|t| t as i64),
             tokens.1.map(|t| t as i64)
@@ -185,7 +163,8 @@ fn write_plan(
     plan: &daicho_store::ends::EndPlan,
     now: Timestamp,
 ) -> Result<()> {
-    write_end(tx, before, &plan.after, &plan.actor, plan.kind, plan.error.as_deref())?;
+    let at = plan.after.updated_at;
+    rows::apply(tx, &change_writes(at, before, &plan.after, &plan.actor, plan.kind, plan.error.as_deref())?)?;
     close_run(
         tx,
         &plan.after,
@@ -276,7 +255,16 @@ pub(crate) fn runs_in(tx: &Transaction<'_>, id: TaskId) -> Result<Vec<RunRecord>
                 action: r.get(2)?,
                 started: time(3, r.get(3)?)?,
                 finished: r.get::<_, Option<i64>>(4)?.map(|v| time(4, v)).transpose()?,
-                outcome: r.get(5)?,
+                outcome: {
+                    let word: String = r.get(5)?;
+                    RunOutcome::parse(&word).ok_or_else(|| {
+                        rusqlite::Error::FromSqlConversionFailure(
+                            5,
+                            rusqlite::types::Type::Text,
+                            format!("bad outcome '{word}'").into(),
+                        )
+                    })?
+                },
                 error: r.get(6)?,
                 tokens_in: r.get::<_, Option<i64>>(7)?.map(|t| t as u64),
                 tokens_out: r.get::<_, Option<i64>>(8)?.map(|t| t as u64),
@@ -326,7 +314,8 @@ pub(crate) fn approvals_in(tx: &Transaction<'_>) -> Result<Vec<(TaskId, Timestam
         .map_err(backend)?;
     rows.into_iter()
         .map(|(num, width, at)| {
-            let at = Timestamp::from_microsecond(at).map_err(|e| StoreError::Backend(e.to_string()))?;
+            let at = Timestamp::from_microsecond(at)
+                .map_err(|e| StoreError::backend_from("an approval's time", e))?;
             Ok((TaskId::with_width(num as u64, width as u8), at))
         })
         .collect()
@@ -338,8 +327,9 @@ pub(crate) fn approve_in(tx: &Transaction<'_>, id: TaskId, actor: &Actor, now: T
         .query_row("SELECT unmet_deps FROM task WHERE num = ?1", [id.num() as i64], |r| r.get(0))
         .map_err(backend)?;
     let after = daicho_store::ends::plan_approve(&before, unmet, actor, now)?;
+    let mut writes = Vec::new();
     if after != before {
-        rows::update_task(tx, &after).map_err(backend)?;
+        writes.push(RowWrite::Update(after.clone()));
     }
     tx.execute(
         "INSERT INTO approval (task, queued_at, decided_at, decided_by) VALUES (?1, ?2, ?2, ?3) \
@@ -347,6 +337,14 @@ pub(crate) fn approve_in(tx: &Transaction<'_>, id: TaskId, actor: &Actor, now: T
         params![id.num() as i64, micros(now), actor.to_string()],
     )
     .map_err(backend)?;
-    journal_change(tx, now, &before, &after, &actor.to_string(), "approve")?;
+    writes.push(RowWrite::Journal(JournalWrite::change(
+        now,
+        &before,
+        &after,
+        &actor.to_string(),
+        JournalKind::Approve,
+        None,
+    )?));
+    rows::apply(tx, &writes)?;
     get_task(tx, id)?.ok_or(StoreError::NotFound(id))
 }

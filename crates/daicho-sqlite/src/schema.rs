@@ -118,7 +118,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
     let version: usize =
         tx.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).map_err(backend)? as usize;
     if version > MIGRATIONS.len() {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::backend(format!(
             "the ledger has schema version {version}, newer than this daicho knows ({}); upgrade daicho",
             MIGRATIONS.len()
         )));

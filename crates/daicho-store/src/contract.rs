@@ -557,7 +557,8 @@ pub async fn s1_claim_is_committed_before_the_run_and_fenced_by_attempt<B: Backe
     let runs = store.runs(id).await.expect("runs");
     assert_eq!(runs.len(), 1);
     assert_eq!((runs[0].outcome.as_str(), runs[0].idempotency_key.clone()), ("success", format!("{id}:1")));
-    let kinds: Vec<String> = store.journal(id).await.expect("journal").into_iter().map(|e| e.kind).collect();
+    let kinds: Vec<&str> =
+        store.journal(id).await.expect("journal").into_iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(kinds, ["add", "claim", "finish"]);
 }
 
@@ -1184,4 +1185,38 @@ pub async fn a_random_walk_keeps_ready_exact_and_the_graph_acyclic<B: Backend>(b
         );
         assert!(rows.iter().all(|t| t.failures <= 3), "step {step}: failures over the cap");
     }
+}
+
+/// A `purge` journal entry as written before the record was versioned and before `refresh`,
+/// `attempt`, `lease` and `approved_by` existed: task T-0042 of source `old`, waiting for T-0001.
+pub const OLD_PURGE_ENTRY: &str = r#"{"id":"T-0042","project":"PJ","status":"pending","run":false,
+"title":"an old row","body":"from before","source":"old","evidence":"","due":"2026-04-01","assignee":"",
+"type":"","priority":3,"not_before":null,"action":"","result":"","run_at":null,"correction":"",
+"deps":["T-0001"],"tags":["ai"],"key":"old|an old row","failures":1,
+"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-02T00:00:00Z"}"#;
+
+/// F2: a purge entry of the old form ([`OLD_PURGE_ENTRY`], which the backend's own test wrote
+/// into the journal of `store`'s ledger as task 42, after adding `T-0001` as done) is restored:
+/// the fields it has as they were, the newer ones at their defaults, and the row ready since its
+/// dep is done.
+pub async fn f2_an_old_purge_entry_is_restored<S: Store>(store: &S) {
+    let report = store.restore_source("old", Actor::Human("ana".into()), t0()).await.expect("restore");
+    assert_eq!(report.restored, [id("T-0042")], "{report:?}");
+    let row = store.get(id("T-0042")).await.expect("get").expect("restored");
+    assert_eq!(
+        (row.title.as_str(), row.body.as_str(), row.priority, row.failures, row.deps.clone()),
+        ("an old row", "from before", 3, 1, vec![id("T-0001")])
+    );
+    assert_eq!((row.attempt, row.lease.clone(), row.approved_by.as_str(), row.refresh), (0, None, "", false));
+    let ready = store.ready(t0(), 10).await.expect("ready");
+    assert_eq!(ready.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), [id("T-0042")]);
+    let journal = store.journal(id("T-0042")).await.expect("journal");
+    assert_eq!(journal.last().map(|e| e.kind.as_str()), Some("restore"));
+}
+
+/// The batch [`f2_an_old_purge_entry_is_restored`] expects before the old entry: `T-0001`, done.
+pub fn old_purge_setup() -> Batch {
+    let mut done = with_id("done first", "T-0001", &[]);
+    done.status = Some(Status::Done);
+    batch(vec![done])
 }

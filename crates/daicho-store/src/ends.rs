@@ -5,7 +5,7 @@ use daicho_core::policy::FailurePolicy;
 use daicho_core::{Actor, Task};
 use jiff::Timestamp;
 
-use crate::{Finish, Result, RunEnd, StoreError};
+use crate::{Finish, JournalKind, Result, RunEnd, RunOutcome, StoreError};
 
 /// A run's end, ready to be written: the row afterwards, the journal entry and the run record.
 #[derive(Clone, Debug, PartialEq)]
@@ -15,11 +15,11 @@ pub struct EndPlan {
     /// Who ended it (`worker:<id>`, or `system` for a lost run).
     pub actor: String,
     /// The journal entry's kind: `finish`, `fail` or `lost`.
-    pub kind: &'static str,
+    pub kind: JournalKind,
     /// The error of a failed, timed-out or lost run.
     pub error: Option<String>,
     /// The run record's outcome: `success`, `failure`, `timeout` or `lost`.
-    pub outcome: &'static str,
+    pub outcome: RunOutcome,
     /// Prompt and completion tokens, if reported.
     pub tokens: (Option<u64>, Option<u64>),
 }
@@ -47,16 +47,23 @@ pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
             EndPlan {
                 after,
                 actor,
-                kind: "finish",
+                kind: JournalKind::Finish,
                 error: None,
-                outcome: "success",
+                outcome: RunOutcome::Success,
                 tokens: (*tokens_in, *tokens_out),
             }
         }
         RunEnd::Failure { error, timeout } => {
             (after.failures, after.status) = finish.policy.after_failure(before.failures);
-            let outcome = if *timeout { "timeout" } else { "failure" };
-            EndPlan { after, actor, kind: "fail", error: Some(error.clone()), outcome, tokens: (None, None) }
+            let outcome = if *timeout { RunOutcome::Timeout } else { RunOutcome::Failure };
+            EndPlan {
+                after,
+                actor,
+                kind: JournalKind::Fail,
+                error: Some(error.clone()),
+                outcome,
+                tokens: (None, None),
+            }
         }
         RunEnd::Interrupted { reason } => {
             // An operator's stop is not the task's fault (S14): no failure, back to pending.
@@ -64,9 +71,9 @@ pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
             EndPlan {
                 after,
                 actor,
-                kind: "interrupted",
+                kind: JournalKind::Interrupted,
                 error: Some(reason.clone()),
-                outcome: "interrupted",
+                outcome: RunOutcome::Interrupted,
                 tokens: (None, None),
             }
         }
@@ -119,9 +126,9 @@ pub fn plan_lost(before: &Task, now: Timestamp, policy: FailurePolicy) -> EndPla
     EndPlan {
         after,
         actor: Actor::System.to_string(),
-        kind: "lost",
+        kind: JournalKind::Lost,
         error: Some(error),
-        outcome: "lost",
+        outcome: RunOutcome::Lost,
         tokens: (None, None),
     }
 }
@@ -171,7 +178,7 @@ mod tests {
             (Status::Review, "done", None)
         );
         assert_eq!(
-            (plan.kind, plan.outcome, plan.actor.as_str(), plan.tokens),
+            (plan.kind.as_str(), plan.outcome.as_str(), plan.actor.as_str(), plan.tokens),
             ("finish", "success", "worker:w1", (Some(3), None))
         );
         assert!(matches!(
@@ -183,7 +190,7 @@ mod tests {
             plan_finish(&before, &finish("w1", 2, RunEnd::Failure { error: "boom".into(), timeout: true }))
                 .expect("current");
         assert_eq!(
-            (failed.after.status, failed.after.failures, failed.outcome),
+            (failed.after.status, failed.after.failures, failed.outcome.as_str()),
             (Status::Pending, 2, "timeout")
         );
         let mut third = before.clone();
@@ -205,7 +212,7 @@ mod tests {
             (plan.after.status, plan.after.failures, plan.after.lease.clone()),
             (Status::Pending, 1, None)
         );
-        assert_eq!((plan.kind, plan.outcome), ("interrupted", "interrupted"));
+        assert_eq!((plan.kind.as_str(), plan.outcome.as_str()), ("interrupted", "interrupted"));
         assert!(matches!(
             plan_finish(&running(), &finish("w1", 1, RunEnd::Interrupted { reason: String::new() })),
             Err(StoreError::LeaseLost { .. })
@@ -223,7 +230,10 @@ mod tests {
             (plan.after.status, plan.after.failures, plan.after.lease.clone()),
             (Status::Pending, 2, None)
         );
-        assert_eq!((plan.kind, plan.outcome, plan.actor.as_str()), ("lost", "lost", "system"));
+        assert_eq!(
+            (plan.kind.as_str(), plan.outcome.as_str(), plan.actor.as_str()),
+            ("lost", "lost", "system")
+        );
         assert!(plan.error.as_deref().is_some_and(|e| e.starts_with("lost run: the lease of w1 expired")));
     }
 }

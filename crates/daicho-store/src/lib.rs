@@ -9,8 +9,14 @@
 //! Stores apply the decisions of `daicho-core` (`merge_plan`, `check_new_deps`, `TaskEdit`);
 //! they never re-decide them. Backend-specific code is SQL, not policy.
 
+pub mod codec;
 pub mod contract;
 pub mod ends;
+pub mod model;
+pub mod states;
+pub mod writes;
+
+pub use states::{JournalKind, RunOutcome};
 
 use std::future::Future;
 
@@ -55,12 +61,33 @@ pub enum StoreError {
     /// nothing was written.
     #[error("database unavailable (temporary; try again): {0}")]
     Unavailable(String),
-    /// The database failed or could not be opened.
-    #[error("database: {0}")]
-    Backend(String),
+    /// The database failed or could not be opened, or what it holds does not read back. The
+    /// source error, when there is one, is kept (`std::error::Error::source`).
+    #[error("database: {message}")]
+    Backend {
+        /// What failed.
+        message: String,
+        /// The error underneath, if any (the driver's, a decoder's).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
 }
 
 impl StoreError {
+    /// A backend failure with no error underneath.
+    pub fn backend(message: impl Into<String>) -> StoreError {
+        StoreError::Backend { message: message.into(), source: None }
+    }
+
+    /// A backend failure caused by `source`: the message names both, the source is kept.
+    pub fn backend_from(
+        context: impl std::fmt::Display,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> StoreError {
+        let source = source.into();
+        StoreError::Backend { message: format!("{context}: {source}"), source: Some(source) }
+    }
+
     /// Whether trying again later may succeed ([`StoreError::Unavailable`]).
     pub fn is_retryable(&self) -> bool {
         matches!(self, StoreError::Unavailable(_))
@@ -205,12 +232,41 @@ pub struct JournalEntry {
     pub task: TaskId,
     /// Who changed it (`sync:<source>`, `human:<name>`, …).
     pub actor: String,
-    /// `add`, `patch` or `edit`.
-    pub kind: String,
+    /// What the entry records (`add`, `patch`, `edit`, `claim`, …).
+    pub kind: JournalKind,
     /// The changed fields before (empty for `add`).
     pub before: Map<String, Value>,
     /// The changed fields after (the whole row for `add`).
     pub after: Map<String, Value>,
+}
+
+impl JournalEntry {
+    /// An entry from its stored columns (`seq, at, task_id, actor, kind, before, after`; `at` in
+    /// microseconds), as both backends store it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`] naming the entry and the column that does not read back.
+    pub fn from_stored(
+        seq: i64,
+        at: i64,
+        task: &str,
+        actor: String,
+        kind: &str,
+        before: &str,
+        after: &str,
+    ) -> Result<JournalEntry> {
+        let corrupt = |what: &str| StoreError::backend(format!("journal entry {seq}: bad {what}"));
+        Ok(JournalEntry {
+            seq,
+            at: Timestamp::from_microsecond(at).map_err(|_| corrupt("time"))?,
+            task: TaskId::parse(task).ok_or_else(|| corrupt("task id"))?,
+            actor,
+            kind: JournalKind::parse(kind).ok_or_else(|| corrupt("kind"))?,
+            before: serde_json::from_str(before).map_err(|_| corrupt("before"))?,
+            after: serde_json::from_str(after).map_err(|_| corrupt("after"))?,
+        })
+    }
 }
 
 /// A request to claim one task for a run (S1).
@@ -307,8 +363,8 @@ pub struct RunRecord {
     pub started: Timestamp,
     /// When it ended, if it has.
     pub finished: Option<Timestamp>,
-    /// `running`, `success`, `failure`, `timeout` or `lost`.
-    pub outcome: String,
+    /// `running`, `success`, `failure`, `timeout`, `lost` or `interrupted`.
+    pub outcome: RunOutcome,
     /// The error of a failed run.
     pub error: String,
     /// Prompt tokens, if reported.
@@ -623,6 +679,113 @@ pub trait Store: Send + Sync {
     /// Waits until work may have become ready, or `timeout` passes: a hint for idle workers, never
     /// a guarantee (callers look again either way). A store without notifications just sleeps.
     fn wait_for_work(&self, timeout: std::time::Duration) -> impl Future<Output = ()> + Send;
+}
+
+#[doc(hidden)]
+pub mod __deps {
+    pub use daicho_core;
+    pub use jiff;
+}
+
+/// Implements [`Store`] for an enum whose every variant holds one store, by delegating each
+/// method to the variant's store: `delegate_store!(AnyStore { Sqlite, Postgres });`. Kept beside
+/// the trait, so that a new method is added here and not in every enum over backends.
+#[macro_export]
+macro_rules! delegate_store {
+    ($ty:ident { $($variant:ident),+ $(,)? }) => {
+        $crate::delegate_store!(@impl $ty { $($variant),+ };
+            upsert(batch: $crate::Batch) -> $crate::Result<$crate::UpsertReport>;
+            replan(batch: $crate::Batch, retire: Vec<$crate::__deps::daicho_core::TaskId>)
+                -> $crate::Result<$crate::UpsertReport>;
+            get(id: $crate::__deps::daicho_core::TaskId)
+                -> $crate::Result<Option<$crate::__deps::daicho_core::Task>>;
+            list(filter: $crate::ListFilter) -> $crate::Result<Vec<$crate::__deps::daicho_core::Task>>;
+            status_counts() -> $crate::Result<Vec<$crate::StatusCount>>;
+            ready(now: $crate::__deps::jiff::Timestamp, limit: usize) -> $crate::Result<$crate::ReadySet>;
+            ready_head(now: $crate::__deps::jiff::Timestamp, limit: usize)
+                -> $crate::Result<Vec<$crate::__deps::daicho_core::Task>>;
+            edit(
+                id: $crate::__deps::daicho_core::TaskId,
+                edit: $crate::__deps::daicho_core::edit::TaskEdit,
+                actor: $crate::__deps::daicho_core::Actor,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<$crate::__deps::daicho_core::Task>;
+            journal(id: $crate::__deps::daicho_core::TaskId) -> $crate::Result<Vec<$crate::JournalEntry>>;
+            claim(request: $crate::ClaimRequest) -> $crate::Result<$crate::ClaimOutcome>;
+            claim_many(requests: Vec<$crate::ClaimRequest>) -> $crate::Result<Vec<$crate::ClaimOutcome>>;
+            finish_many(finishes: Vec<$crate::Finish>)
+                -> $crate::Result<Vec<$crate::Result<$crate::__deps::daicho_core::Task>>>;
+            heartbeat(
+                id: $crate::__deps::daicho_core::TaskId,
+                attempt: u32,
+                worker: &str,
+                until: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<()>;
+            finish(finish: $crate::Finish) -> $crate::Result<$crate::__deps::daicho_core::Task>;
+            expire_leases(
+                now: $crate::__deps::jiff::Timestamp,
+                policy: $crate::__deps::daicho_core::policy::FailurePolicy
+            ) -> $crate::Result<Vec<($crate::__deps::daicho_core::TaskId, $crate::__deps::daicho_core::Status)>>;
+            cursor(role: &str) -> $crate::Result<Option<String>>;
+            set_cursor(role: &str, last: &str) -> $crate::Result<()>;
+            lease_role(
+                role: &str,
+                owner: &str,
+                now: $crate::__deps::jiff::Timestamp,
+                until: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<bool>;
+            purge_source(
+                source: &str,
+                apply: bool,
+                actor: $crate::__deps::daicho_core::Actor,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<$crate::PurgeReport>;
+            restore_source(
+                source: &str,
+                actor: $crate::__deps::daicho_core::Actor,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<$crate::RestoreReport>;
+            set_paused(
+                reason: Option<String>,
+                actor: $crate::__deps::daicho_core::Actor,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<()>;
+            paused() -> $crate::Result<Option<String>>;
+            run_counts(since: $crate::__deps::jiff::Timestamp)
+                -> $crate::Result<$crate::__deps::daicho_core::policy::RunCounts>;
+            stats(since: $crate::__deps::jiff::Timestamp) -> $crate::Result<Vec<$crate::ActionStats>>;
+            runs(id: $crate::__deps::daicho_core::TaskId) -> $crate::Result<Vec<$crate::RunRecord>>;
+            note_run(id: $crate::__deps::daicho_core::TaskId, attempt: u32, note: String) -> $crate::Result<()>;
+            queue_approvals(ids: Vec<$crate::__deps::daicho_core::TaskId>, now: $crate::__deps::jiff::Timestamp)
+                -> $crate::Result<Vec<$crate::__deps::daicho_core::TaskId>>;
+            approvals() -> $crate::Result<Vec<($crate::__deps::daicho_core::TaskId, $crate::__deps::jiff::Timestamp)>>;
+            approve(
+                id: $crate::__deps::daicho_core::TaskId,
+                actor: $crate::__deps::daicho_core::Actor,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<$crate::__deps::daicho_core::Task>;
+        );
+    };
+    (@impl $ty:ident $variants:tt; $(
+        $method:ident ( $($arg:ident : $argty:ty),* $(,)? ) -> $ret:ty;
+    )*) => {
+        impl $crate::Store for $ty {
+            $(
+                async fn $method(&self, $($arg: $argty),*) -> $ret {
+                    $crate::delegate_store!(@match self, $ty, $variants, $method($($arg),*))
+                }
+            )*
+
+            async fn wait_for_work(&self, timeout: std::time::Duration) {
+                $crate::delegate_store!(@match self, $ty, $variants, wait_for_work(timeout))
+            }
+        }
+    };
+    (@match $self:ident, $ty:ident, { $($variant:ident),+ }, $method:ident $args:tt) => {
+        match $self {
+            $($ty::$variant(store) => store.$method $args.await,)+
+        }
+    };
 }
 
 impl Batch {

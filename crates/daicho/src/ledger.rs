@@ -3,16 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use daicho_core::edit::TaskEdit;
-use daicho_core::policy::{FailurePolicy, RunCounts};
-use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_postgres::PgStore;
 use daicho_sqlite::{SqliteOptions, SqliteStore};
-use daicho_store::{
-    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, PurgeReport, ReadySet,
-    RestoreReport, Result, RunRecord, StatusCount, Store, UpsertReport,
-};
-use jiff::Timestamp;
 
 /// The default ledger, relative to the current directory.
 pub const DEFAULT_DB: &str = ".daicho/ledger.db";
@@ -112,117 +104,4 @@ pub enum AnyStore {
     Postgres(PgStore),
 }
 
-macro_rules! delegate {
-    ($self:ident . $method:ident ( $($arg:expr),* )) => {
-        match $self {
-            AnyStore::Sqlite(store) => store.$method($($arg),*).await,
-            AnyStore::Postgres(store) => store.$method($($arg),*).await,
-        }
-    };
-}
-
-impl Store for AnyStore {
-    async fn upsert(&self, batch: Batch) -> Result<UpsertReport> {
-        delegate!(self.upsert(batch))
-    }
-    async fn get(&self, id: TaskId) -> Result<Option<Task>> {
-        delegate!(self.get(id))
-    }
-    async fn list(&self, filter: ListFilter) -> Result<Vec<Task>> {
-        delegate!(self.list(filter))
-    }
-    async fn ready(&self, now: Timestamp, limit: usize) -> Result<ReadySet> {
-        delegate!(self.ready(now, limit))
-    }
-    async fn status_counts(&self) -> Result<Vec<StatusCount>> {
-        delegate!(self.status_counts())
-    }
-
-    async fn replan(&self, batch: Batch, retire: Vec<TaskId>) -> Result<UpsertReport> {
-        delegate!(self.replan(batch, retire))
-    }
-
-    async fn lease_role(&self, role: &str, owner: &str, now: Timestamp, until: Timestamp) -> Result<bool> {
-        delegate!(self.lease_role(role, owner, now, until))
-    }
-
-    async fn purge_source(
-        &self,
-        source: &str,
-        apply: bool,
-        actor: Actor,
-        now: Timestamp,
-    ) -> Result<PurgeReport> {
-        delegate!(self.purge_source(source, apply, actor, now))
-    }
-
-    async fn restore_source(&self, source: &str, actor: Actor, now: Timestamp) -> Result<RestoreReport> {
-        delegate!(self.restore_source(source, actor, now))
-    }
-
-    async fn cursor(&self, role: &str) -> Result<Option<String>> {
-        delegate!(self.cursor(role))
-    }
-
-    async fn set_cursor(&self, role: &str, last: &str) -> Result<()> {
-        delegate!(self.set_cursor(role, last))
-    }
-
-    async fn ready_head(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>> {
-        delegate!(self.ready_head(now, limit))
-    }
-    async fn edit(&self, id: TaskId, edit: TaskEdit, actor: Actor, now: Timestamp) -> Result<Task> {
-        delegate!(self.edit(id, edit, actor, now))
-    }
-    async fn journal(&self, id: TaskId) -> Result<Vec<JournalEntry>> {
-        delegate!(self.journal(id))
-    }
-    async fn claim(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
-        delegate!(self.claim(request))
-    }
-    async fn claim_many(&self, requests: Vec<ClaimRequest>) -> Result<Vec<ClaimOutcome>> {
-        delegate!(self.claim_many(requests))
-    }
-    async fn finish_many(&self, finishes: Vec<Finish>) -> Result<Vec<Result<Task>>> {
-        delegate!(self.finish_many(finishes))
-    }
-    async fn heartbeat(&self, id: TaskId, attempt: u32, worker: &str, until: Timestamp) -> Result<()> {
-        delegate!(self.heartbeat(id, attempt, worker, until))
-    }
-    async fn finish(&self, finish: Finish) -> Result<Task> {
-        delegate!(self.finish(finish))
-    }
-    async fn expire_leases(&self, now: Timestamp, policy: FailurePolicy) -> Result<Vec<(TaskId, Status)>> {
-        delegate!(self.expire_leases(now, policy))
-    }
-    async fn set_paused(&self, reason: Option<String>, actor: Actor, now: Timestamp) -> Result<()> {
-        delegate!(self.set_paused(reason, actor, now))
-    }
-    async fn paused(&self) -> Result<Option<String>> {
-        delegate!(self.paused())
-    }
-    async fn run_counts(&self, since: Timestamp) -> Result<RunCounts> {
-        delegate!(self.run_counts(since))
-    }
-    async fn stats(&self, since: Timestamp) -> Result<Vec<ActionStats>> {
-        delegate!(self.stats(since))
-    }
-    async fn runs(&self, id: TaskId) -> Result<Vec<RunRecord>> {
-        delegate!(self.runs(id))
-    }
-    async fn note_run(&self, id: TaskId, attempt: u32, note: String) -> Result<()> {
-        delegate!(self.note_run(id, attempt, note))
-    }
-    async fn queue_approvals(&self, ids: Vec<TaskId>, now: Timestamp) -> Result<Vec<TaskId>> {
-        delegate!(self.queue_approvals(ids, now))
-    }
-    async fn approvals(&self) -> Result<Vec<(TaskId, Timestamp)>> {
-        delegate!(self.approvals())
-    }
-    async fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> Result<Task> {
-        delegate!(self.approve(id, actor, now))
-    }
-    async fn wait_for_work(&self, timeout: std::time::Duration) {
-        delegate!(self.wait_for_work(timeout))
-    }
-}
+daicho_store::delegate_store!(AnyStore { Sqlite, Postgres });

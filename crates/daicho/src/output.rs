@@ -244,7 +244,7 @@ pub fn journal_table(entries: &[JournalEntry]) -> String {
             e.seq.to_string(),
             e.at.to_string(),
             e.actor.clone(),
-            e.kind.clone(),
+            e.kind.to_string(),
             changes.join("\n"),
         ]);
     }

@@ -147,3 +147,38 @@ async fn s14_errors_carry_the_servers_message_and_unreachable_is_temporary() {
     let err = PgStore::open(with_password).await.expect_err("unreachable");
     assert!(!err.to_string().contains("s3cret"), "{err}");
 }
+
+/// The model-based test of the ledger (`daicho_store::model`), on PostgreSQL: a fresh database
+/// per seed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_based_walks_keep_every_ledger_invariant() {
+    if skip() {
+        return;
+    }
+    daicho_store::model::model_based_walks_keep_every_ledger_invariant(PgBackend::fresh).await;
+}
+
+/// F2: an old-form purge entry (written before the record was versioned and before newer `Task`
+/// fields) is restored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_an_old_purge_entry_is_restored() {
+    use daicho_store::Store;
+    use daicho_store::contract::{OLD_PURGE_ENTRY, f2_an_old_purge_entry_is_restored, old_purge_setup};
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let store = backend.open().await;
+    store.upsert(old_purge_setup()).await.expect("setup");
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let task = tokio::spawn(connection);
+    client
+        .execute(
+            "INSERT INTO journal (at, task, task_id, actor, kind, before, after) \
+             VALUES (0, 42, 'T-0042', 'human:ana', 'purge', $1, '{}')",
+            &[&OLD_PURGE_ENTRY],
+        )
+        .await
+        .expect("an old entry");
+    drop(client);
+    let _ = task.await;
+    f2_an_old_purge_entry_is_restored(&store).await;
+}

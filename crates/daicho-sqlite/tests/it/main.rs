@@ -65,4 +65,26 @@ mod sqlite_specifics {
         assert_eq!(ready.tasks.len(), 1, "T-0002 still waits for T-0001 after a reopen");
     }
 }
-mod model;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_based_walks_keep_every_ledger_invariant() {
+    daicho_store::model::model_based_walks_keep_every_ledger_invariant(SqliteBackend::temp).await;
+}
+
+/// F2: an old-form purge entry (written before the record was versioned and before newer `Task`
+/// fields) is restored.
+#[tokio::test]
+async fn f2_an_old_purge_entry_is_restored() {
+    use daicho_store::Store;
+    use daicho_store::contract::{OLD_PURGE_ENTRY, f2_an_old_purge_entry_is_restored, old_purge_setup};
+    let backend = SqliteBackend::temp();
+    let store = backend.open().await;
+    store.upsert(old_purge_setup()).await.expect("setup");
+    let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).expect("open");
+    raw.execute(
+        "INSERT INTO journal (at, task, task_id, actor, kind, before, after) \
+         VALUES (0, 42, 'T-0042', 'human:ana', 'purge', ?1, '{}')",
+        [OLD_PURGE_ENTRY],
+    )
+    .expect("an old entry");
+    f2_an_old_purge_entry_is_restored(&store).await;
+}

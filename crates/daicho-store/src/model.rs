@@ -1,4 +1,5 @@
-//! A model-based test of the whole ledger on the real SQLite store: random sequences of add,
+//! A model-based test of the whole ledger on a real store (every backend runs it, as it runs the
+//! [`crate::contract`] suite): random sequences of add,
 //! push, sync, import, claim, heartbeat, finish (success and failure), lease expiry, set, pause,
 //! purge and restore, applied both to the store and to a simple in-memory model. After every step
 //! the store must equal the model, and the invariants hold: no row deleted except by purge, ids
@@ -10,19 +11,19 @@
 //! `TaskEdit::apply` for a person's edit, `dag::ready` for the ready set); claims, heartbeats,
 //! run ends, expiry and purge are written out here from SPEC §5 and §9 on their own.
 //!
-//! CI runs `DAICHO_MODEL_SEEDS` seeds (default 48) of 90 steps; a longer local run:
+//! A backend's test calls [`model_based_walks_keep_every_ledger_invariant`] with a function giving
+//! a fresh [`Backend`] (an empty database) per seed. CI runs `DAICHO_MODEL_SEEDS` seeds (default
+//! 48) of 90 steps; a longer local run:
 //! `DAICHO_MODEL_SEEDS=2000 cargo test -p daicho-sqlite --test it model -- --nocapture`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::contract::Backend;
+use crate::{Batch, ClaimOutcome, ClaimRequest, Finish, ListFilter, RunEnd, Store, StoreError, UnknownDeps};
 use daicho_core::edit::TaskEdit;
 use daicho_core::policy::FailurePolicy;
 use daicho_core::task::Lease;
 use daicho_core::{Actor, Item, Status, Task, TaskId, dag, merge_plan};
-use daicho_sqlite::{SqliteOptions, SqliteStore};
-use daicho_store::{
-    Batch, ClaimOutcome, ClaimRequest, Finish, ListFilter, RunEnd, Store, StoreError, UnknownDeps,
-};
 use jiff::{SignedDuration, Timestamp};
 
 const STEPS: usize = 90;
@@ -113,11 +114,11 @@ impl Model {
     }
 }
 
-async fn store_shapes(store: &SqliteStore) -> BTreeMap<TaskId, Shape> {
+async fn store_shapes<S: Store>(store: &S) -> BTreeMap<TaskId, Shape> {
     store.list(ListFilter::default()).await.expect("list").iter().map(|t| (t.id, shape(t))).collect()
 }
 
-async fn journal_lengths(store: &SqliteStore, ids: impl Iterator<Item = TaskId>) -> BTreeMap<TaskId, usize> {
+async fn journal_lengths<S: Store>(store: &S, ids: impl Iterator<Item = TaskId>) -> BTreeMap<TaskId, usize> {
     let mut out = BTreeMap::new();
     for id in ids {
         out.insert(id, store.journal(id).await.expect("journal").len());
@@ -148,10 +149,8 @@ fn random_items(rng: &mut Rng, source: &str) -> Vec<Item> {
 }
 
 /// One seed's walk. Returns the number of steps that changed the ledger.
-async fn walk(seed: u64) -> usize {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store =
-        SqliteStore::open(dir.path().join("ledger.db"), SqliteOptions::default()).await.expect("open");
+async fn walk<B: Backend>(backend: &B, seed: u64) -> usize {
+    let store = backend.open().await;
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut model = Model { next_id: 1, ..Model::default() };
     let mut now = Timestamp::from_second(1_800_000_000).expect("time");
@@ -461,12 +460,13 @@ async fn walk(seed: u64) -> usize {
     changed_steps
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn model_based_walks_keep_every_ledger_invariant() {
+/// Walks `DAICHO_MODEL_SEEDS` seeds (default 48), each on a fresh backend from `fresh`, and
+/// checks that the walks changed the ledger often enough to mean something.
+pub async fn model_based_walks_keep_every_ledger_invariant<B: Backend>(fresh: impl Fn() -> B) {
     let seeds: u64 = std::env::var("DAICHO_MODEL_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(48);
     let mut changed = 0;
     for seed in 0..seeds {
-        changed += walk(seed).await;
+        changed += walk(&fresh(), seed).await;
     }
     eprintln!("model walks: {seeds} seeds × {STEPS} steps, {changed} steps changed the ledger");
     // The walks must exercise the ledger, not idle on refusals.

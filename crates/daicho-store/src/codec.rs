@@ -1,0 +1,316 @@
+//! The one mapping between [`Task`] and the `task` table's columns, and the SQL text both
+//! backends share (the column lists, the row writes, the ready condition), parameterised by the
+//! backend's placeholder syntax (`?1` for SQLite, `$1` for PostgreSQL). Pure: no I/O.
+
+use daicho_core::task::Lease;
+use daicho_core::{Status, Tags, Task, TaskId};
+use jiff::Timestamp;
+
+/// One column value of a `task` row, typed as the PostgreSQL schema declares it (SQLite stores
+/// every integer alike).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cell {
+    /// `INT`.
+    Int(i32),
+    /// `BIGINT` (instants are microseconds since the epoch), maybe NULL.
+    BigInt(Option<i64>),
+    /// `TEXT`, maybe NULL.
+    Text(Option<String>),
+    /// `BOOLEAN`.
+    Bool(bool),
+}
+
+/// The type of a column, for reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CellKind {
+    /// `INT`.
+    Int,
+    /// `BIGINT`, maybe NULL.
+    BigInt,
+    /// `TEXT`, maybe NULL.
+    Text,
+    /// `BOOLEAN`.
+    Bool,
+}
+
+/// The columns of `task` that make a [`Task`], with their types, in the order of [`COLUMNS`].
+pub const TASK_COLUMNS: [(&str, CellKind); 29] = [
+    ("num", CellKind::BigInt),
+    ("id_width", CellKind::Int),
+    ("project", CellKind::Text),
+    ("status", CellKind::Text),
+    ("run", CellKind::Bool),
+    ("title", CellKind::Text),
+    ("body", CellKind::Text),
+    ("source", CellKind::Text),
+    ("evidence", CellKind::Text),
+    ("due", CellKind::Text),
+    ("assignee", CellKind::Text),
+    ("work_type", CellKind::Text),
+    ("priority", CellKind::BigInt),
+    ("not_before", CellKind::BigInt),
+    ("action", CellKind::Text),
+    ("result", CellKind::Text),
+    ("run_at", CellKind::BigInt),
+    ("correction", CellKind::Text),
+    ("deps", CellKind::Text),
+    ("tags", CellKind::Text),
+    ("key", CellKind::Text),
+    ("failures", CellKind::Int),
+    ("refresh", CellKind::Bool),
+    ("attempt", CellKind::Int),
+    ("lease_owner", CellKind::Text),
+    ("lease_expires_at", CellKind::BigInt),
+    ("created_at", CellKind::BigInt),
+    ("updated_at", CellKind::BigInt),
+    ("approved_by", CellKind::Text),
+];
+
+/// The names of [`TASK_COLUMNS`], comma-separated, for `SELECT {COLUMNS} FROM task`.
+pub const COLUMNS: &str = "num, id_width, project, status, run, title, body, source, evidence, due, \
+    assignee, work_type, priority, not_before, action, result, run_at, correction, deps, tags, key, \
+    failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at, approved_by";
+
+/// A backend's placeholder for the `n`th parameter (1-based).
+pub type Placeholder = fn(usize) -> String;
+
+/// The ready condition (D1, D5) over the `task` table, `now` being the placeholder of the time in
+/// microseconds: pending, no unmet deps, `not_before` passed. The one definition both backends'
+/// `ready`, `ready_head` and claims use; the index `task_ready` serves it.
+pub fn ready_where(now: &str) -> String {
+    format!("status = 'pending' AND unmet_deps = 0 AND (not_before IS NULL OR not_before <= {now})")
+}
+
+/// Run order: priority (larger first), then id. Served by the index `task_ready`.
+pub const READY_ORDER: &str = "ORDER BY priority DESC, num";
+
+/// The statuses that satisfy a dependency, as an SQL list: `('done', 'dropped')`.
+pub fn satisfying_statuses() -> String {
+    let words: Vec<String> =
+        Status::ALL.into_iter().filter(|s| s.satisfies_deps()).map(|s| format!("'{}'", s.as_str())).collect();
+    format!("({})", words.join(", "))
+}
+
+/// Inserts a row: the [`encode`]d cells, then its count of unmet deps.
+pub fn insert_sql(mark: Placeholder) -> String {
+    let marks: Vec<String> = (1..=TASK_COLUMNS.len() + 1).map(mark).collect();
+    format!("INSERT INTO task ({COLUMNS}, unmet_deps) VALUES ({})", marks.join(", "))
+}
+
+/// Writes every cell of an existing row but `unmet_deps`, with the [`encode`]d cells as
+/// parameters (the first, `num`, picks the row; id, key and creation time are written as they
+/// were, since they never change).
+pub fn update_sql(mark: Placeholder) -> String {
+    let sets: Vec<String> = TASK_COLUMNS
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, (name, _))| format!("{name} = {}", mark(i + 1)))
+        .collect();
+    format!("UPDATE task SET {} WHERE num = {}", sets.join(", "), mark(1))
+}
+
+/// Sets a row's `unmet_deps` from its edges: deps missing or not `done`/`dropped`. `id` is the
+/// placeholder of the row's number.
+pub fn recount_sql(id: &str) -> String {
+    format!(
+        "UPDATE task SET unmet_deps = (SELECT count(*) FROM task_dep d LEFT JOIN task t ON t.num = d.dep \
+         WHERE d.task = {id} AND (t.status IS NULL OR t.status NOT IN {})) WHERE num = {id}",
+        satisfying_statuses()
+    )
+}
+
+/// Adds a delta (`delta`) to `unmet_deps` of every row that waits for a row (`id`).
+pub fn shift_sql(id: &str, delta: &str) -> String {
+    format!(
+        "UPDATE task SET unmet_deps = unmet_deps + {delta} WHERE num IN (SELECT task FROM task_dep WHERE dep = {id})"
+    )
+}
+
+/// The deps column: display ids separated by commas (`T-500,T-0001`).
+pub fn deps_text(deps: &[TaskId]) -> String {
+    deps.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Parses the deps column; ids that do not parse are skipped (the column is only written here).
+pub fn parse_deps(text: &str) -> Vec<TaskId> {
+    text.split(',').filter_map(TaskId::parse).collect()
+}
+
+fn micros(t: Timestamp) -> i64 {
+    t.as_microsecond()
+}
+
+fn text(s: &str) -> Cell {
+    Cell::Text(Some(s.to_owned()))
+}
+
+/// The cells of a row, in the order of [`TASK_COLUMNS`].
+pub fn encode(t: &Task) -> Vec<Cell> {
+    vec![
+        Cell::BigInt(Some(t.id.num() as i64)),
+        Cell::Int(i32::from(t.id.width())),
+        text(&t.project),
+        text(t.status.as_str()),
+        Cell::Bool(t.run),
+        text(&t.title),
+        text(&t.body),
+        text(&t.source),
+        text(&t.evidence),
+        Cell::Text(t.due.map(|d| d.to_string())),
+        text(&t.assignee),
+        text(&t.work_type),
+        Cell::BigInt(Some(t.priority)),
+        Cell::BigInt(t.not_before.map(micros)),
+        text(&t.action),
+        text(&t.result),
+        Cell::BigInt(t.run_at.map(micros)),
+        text(&t.correction),
+        Cell::Text(Some(deps_text(&t.deps))),
+        Cell::Text(Some(t.tags.to_list())),
+        text(&t.key),
+        Cell::Int(t.failures as i32),
+        Cell::Bool(t.refresh),
+        Cell::Int(t.attempt as i32),
+        Cell::Text(t.lease.as_ref().map(|l| l.owner.clone())),
+        Cell::BigInt(t.lease.as_ref().map(|l| micros(l.expires_at))),
+        Cell::BigInt(Some(micros(t.created_at))),
+        Cell::BigInt(Some(micros(t.updated_at))),
+        text(&t.approved_by),
+    ]
+}
+
+/// A row read as [`TASK_COLUMNS`] cells, as a [`Task`].
+///
+/// # Errors
+///
+/// What is wrong with the row (a bad status, date or time, a cell of the wrong type), for the
+/// backend's error.
+pub fn decode(cells: Vec<Cell>) -> Result<Task, String> {
+    if cells.len() != TASK_COLUMNS.len() {
+        return Err(format!("a task row of {} cells", cells.len()));
+    }
+    let mut cells = cells.into_iter().zip(TASK_COLUMNS).map(|(cell, (name, _))| (name, cell));
+    let mut next = || cells.next().expect("counted above");
+    let int = |(name, cell): (&str, Cell)| match cell {
+        Cell::Int(v) => Ok(i64::from(v)),
+        Cell::BigInt(Some(v)) => Ok(v),
+        other => Err(format!("bad {name} {other:?}")),
+    };
+    let big = |(name, cell): (&str, Cell)| match cell {
+        Cell::BigInt(v) => Ok(v),
+        Cell::Int(v) => Ok(Some(i64::from(v))),
+        other => Err(format!("bad {name} {other:?}")),
+    };
+    let opt_text = |(name, cell): (&str, Cell)| match cell {
+        Cell::Text(v) => Ok(v),
+        other => Err(format!("bad {name} {other:?}")),
+    };
+    let text = |c: (&str, Cell)| opt_text(c).map(Option::unwrap_or_default);
+    let boolean = |(name, cell): (&str, Cell)| match cell {
+        Cell::Bool(v) => Ok(v),
+        Cell::Int(v) => Ok(v != 0),
+        Cell::BigInt(Some(v)) => Ok(v != 0),
+        other => Err(format!("bad {name} {other:?}")),
+    };
+    let time = |v: i64| Timestamp::from_microsecond(v).map_err(|e| format!("bad time {v}: {e}"));
+    let opt_time = |v: Option<i64>| v.map(time).transpose();
+
+    let num = int(next())?;
+    let width = int(next())?;
+    let project = text(next())?;
+    let status = text(next())?;
+    let run = boolean(next())?;
+    let title = text(next())?;
+    let body = text(next())?;
+    let source = text(next())?;
+    let evidence = text(next())?;
+    let due = opt_text(next())?;
+    let assignee = text(next())?;
+    let work_type = text(next())?;
+    let priority = int(next())?;
+    let not_before = opt_time(big(next())?)?;
+    let action = text(next())?;
+    let result = text(next())?;
+    let run_at = opt_time(big(next())?)?;
+    let correction = text(next())?;
+    let deps = parse_deps(&text(next())?);
+    let tags = Tags::parse_list(&text(next())?);
+    let key = text(next())?;
+    let failures = int(next())?;
+    let refresh = boolean(next())?;
+    let attempt = int(next())?;
+    let lease_owner = opt_text(next())?;
+    let lease_expires_at = opt_time(big(next())?)?;
+    let created_at = opt_time(big(next())?)?.unwrap_or_default();
+    let updated_at = opt_time(big(next())?)?.unwrap_or_default();
+    let approved_by = text(next())?;
+    Ok(Task {
+        id: TaskId::with_width(num as u64, width.clamp(1, 20) as u8),
+        project,
+        status: Status::parse(&status).ok_or_else(|| format!("bad status '{status}'"))?,
+        run,
+        title,
+        body,
+        source,
+        evidence,
+        due: due.map(|d| d.parse().map_err(|_| format!("bad date '{d}'"))).transpose()?,
+        assignee,
+        work_type,
+        priority,
+        not_before,
+        action,
+        result,
+        run_at,
+        correction,
+        deps,
+        tags,
+        key,
+        failures: failures.max(0) as u32,
+        refresh,
+        attempt: attempt.max(0) as u32,
+        lease: match (lease_owner, lease_expires_at) {
+            (Some(owner), Some(expires_at)) => Some(Lease { owner, expires_at }),
+            _ => None,
+        },
+        created_at,
+        updated_at,
+        approved_by,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jiff::SignedDuration;
+
+    #[test]
+    fn a_row_round_trips_through_its_cells() {
+        let now = Timestamp::from_second(1_700_000_000).expect("time");
+        let mut task = Task::new(TaskId::with_width(500, 3), "write", "src", now);
+        task.due = Some("2026-03-01".parse().expect("date"));
+        task.deps = vec![TaskId::new(1), TaskId::with_width(7, 2)];
+        task.tags = Tags::parse_list("ai,heavy");
+        task.status = Status::Running;
+        task.attempt = 3;
+        task.lease = Some(Lease { owner: "w".into(), expires_at: now + SignedDuration::from_mins(5) });
+        let cells = encode(&task);
+        assert_eq!(cells.len(), TASK_COLUMNS.len());
+        assert_eq!(decode(cells).expect("decodes"), task);
+        let names: Vec<&str> = TASK_COLUMNS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names.join(", "), COLUMNS.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+
+    #[test]
+    fn d1_the_ready_condition_and_the_shared_statements_are_one_text_per_placeholder_syntax() {
+        assert_eq!(
+            ready_where("$1"),
+            "status = 'pending' AND unmet_deps = 0 AND (not_before IS NULL OR not_before <= $1)"
+        );
+        assert_eq!(satisfying_statuses(), "('done', 'dropped')");
+        let update = update_sql(|n| format!("?{n}"));
+        assert!(update.starts_with("UPDATE task SET id_width = ?2, project = ?3"), "{update}");
+        assert!(update.ends_with("approved_by = ?29 WHERE num = ?1"), "{update}");
+        assert!(insert_sql(|n| format!("${n}")).ends_with("$29, $30)"));
+    }
+}
