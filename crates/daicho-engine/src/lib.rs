@@ -7,13 +7,20 @@
 //! transaction of their own (X2, isolated). A sweep that finds nothing eligible starts no
 //! process and makes no request (S9).
 
+pub mod clock;
 pub mod config;
+pub mod doctor;
+mod error;
 pub mod executor;
 pub mod llm;
+pub mod plan;
 pub mod remote;
+pub mod schedule;
 pub mod sources;
 pub mod spool;
 pub mod supervise;
+pub mod sync;
+pub mod view;
 mod work;
 
 use std::collections::HashSet;
@@ -27,7 +34,10 @@ use daicho_core::{Status, Task, TaskId};
 use daicho_store::{ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, StoreError};
 use jiff::Timestamp;
 
-pub use config::{ActionConfig, ActionKind, Config, ConfigError, ScheduleConfig, SourceConfig, SourceKind};
+pub use config::{
+    ActionConfig, ActionKind, Config, ConfigError, ScheduleConfig, ScheduleRole, SourceConfig, SourceKind,
+};
+pub use error::Error;
 use executor::{ExecOutcome, RunContext};
 pub use work::{WorkOptions, WorkTotals};
 
@@ -208,6 +218,7 @@ pub struct Engine<S> {
     pause_file: Option<PathBuf>,
     stop: tokio::sync::watch::Receiver<Stop>,
     spool: Option<spool::Spool>,
+    clock: Arc<dyn clock::Clock>,
 }
 
 /// This worker's name: `host:pid`.
@@ -252,7 +263,25 @@ impl<S: Store + 'static> Engine<S> {
     pub fn new(store: Arc<S>, config: Config, pause_file: Option<PathBuf>) -> Engine<S> {
         let specs = config.specs();
         let stop = stop_control().1;
-        Engine { store, config, specs, worker: worker_name(), pause_file, stop, spool: None }
+        let clock: Arc<dyn clock::Clock> = Arc::new(clock::SystemClock);
+        Engine { store, config, specs, worker: worker_name(), pause_file, stop, spool: None, clock }
+    }
+
+    /// Reads the time from `clock` instead of the system clock (tests move a
+    /// [`clock::ManualClock`] instead of sleeping).
+    pub fn with_clock(mut self, clock: Arc<dyn clock::Clock>) -> Engine<S> {
+        self.clock = clock;
+        self
+    }
+
+    /// The engine's clock.
+    pub fn clock(&self) -> &dyn clock::Clock {
+        &*self.clock
+    }
+
+    /// The current instant by the engine's clock.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     /// Keeps every run's end in `spool` on this machine until the ledger has recorded it, and
@@ -294,7 +323,7 @@ impl<S: Store + 'static> Engine<S> {
                 id,
                 attempt: spooled.attempt,
                 worker: spooled.worker.clone(),
-                now: Timestamp::now(),
+                now: self.now(),
                 end,
                 policy: self.config.policy.failures,
             };
@@ -420,7 +449,7 @@ impl<S: Store + 'static> Engine<S> {
         role: Role,
         paused: Option<String>,
     ) -> Result<Vec<Result<String, Hold>>, StoreError> {
-        let now = Timestamp::now();
+        let now = self.now();
         let gate = Gate {
             actions: &self.specs,
             paused: paused.as_deref(),
@@ -472,7 +501,7 @@ impl<S: Store + 'static> Engine<S> {
             report.paused = Some(reason);
             return Ok(report);
         }
-        let now = Timestamp::now();
+        let now = self.now();
         report.lost = self.store.expire_leases(now, self.config.policy.failures).await?;
         let mut gate = Gate {
             actions: &self.specs,
@@ -485,7 +514,7 @@ impl<S: Store + 'static> Engine<S> {
         // is read again, so a chain moves on within one sweep up to the limit.
         let mut considered: HashSet<TaskId> = HashSet::new();
         loop {
-            let ready = self.store.ready(Timestamp::now(), SWEEP_SCAN).await?;
+            let ready = self.store.ready(self.now(), SWEEP_SCAN).await?;
             let unseen = ready.tasks.iter().filter(|t| !considered.contains(&t.id)).count();
             let runs_before = report.ran.len();
             report.truncated = ready.total.saturating_sub(ready.tasks.len());
@@ -529,7 +558,7 @@ impl<S: Store + 'static> Engine<S> {
             }
         }
         if !to_queue.is_empty() {
-            report.queued = self.store.queue_approvals(to_queue, Timestamp::now()).await?;
+            report.queued = self.store.queue_approvals(to_queue, self.now()).await?;
         }
         Ok(report)
     }
@@ -543,7 +572,7 @@ impl<S: Store + 'static> Engine<S> {
         let held =
             |task: &Task, hold| Ok(RunOne::Held(Held { id: task.id, title: task.title.clone(), hold }));
         self.recover_spooled().await?;
-        let now = Timestamp::now();
+        let now = self.now();
         if let Some(reason) = self.paused().await? {
             let task = self.store.get(id).await?.ok_or(StoreError::NotFound(id))?;
             return held(&task, Hold::Paused(reason));
@@ -586,7 +615,7 @@ impl<S: Store + 'static> Engine<S> {
             id: task.id,
             worker: self.worker.clone(),
             action: action.to_owned(),
-            now: Timestamp::now(),
+            now: self.now(),
             lease: self.config.policy.lease,
             require_run: guard.require_run,
             require_approval: guard.require_approval,
@@ -692,7 +721,7 @@ impl<S: Store + 'static> Engine<S> {
                 id: ctx.task.id,
                 attempt: ctx.task.attempt,
                 worker: self.worker.clone(),
-                now: Timestamp::now(),
+                now: self.now(),
                 end,
                 policy: self.config.policy.failures,
             });
@@ -749,15 +778,15 @@ impl<S: Store + 'static> Engine<S> {
         let mut wait = every;
         loop {
             let fence = daicho_core::policy::fence_at(expires, lease);
-            let left = Duration::try_from(fence.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
+            let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
             if left.is_zero() {
                 return format!(
                     "the lease could not be renewed before {fence}; the run was killed (self-fencing)"
                 );
             }
             tokio::time::sleep(wait.min(left)).await;
-            let left = Duration::try_from(fence.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
-            let until = Timestamp::now() + lease;
+            let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
+            let until = self.now() + lease;
             match tokio::time::timeout(left, self.store.heartbeat(id, attempt, &self.worker, until)).await {
                 Ok(Ok(())) => {
                     expires = until;

@@ -81,7 +81,7 @@ impl<S: Store + 'static> Engine<S> {
         if let Some(reason) = self.paused().await? {
             return Ok(NextClaim::Paused(reason));
         }
-        let now = Timestamp::now();
+        let now = self.now();
         self.store.expire_leases(now, self.config.policy.failures).await?;
         let gate = Gate {
             actions: &self.specs,
@@ -114,7 +114,7 @@ impl<S: Store + 'static> Engine<S> {
                 id: task.id,
                 worker: filter.worker.clone(),
                 action: action.name.clone(),
-                now: Timestamp::now(),
+                now: self.now(),
                 lease: self.config.policy.lease,
                 require_run: guard.require_run,
                 require_approval: guard.require_approval,
@@ -139,7 +139,7 @@ impl<S: Store + 'static> Engine<S> {
             }
         }
         if !to_queue.is_empty() {
-            self.store.queue_approvals(to_queue, Timestamp::now()).await?;
+            self.store.queue_approvals(to_queue, self.now()).await?;
         }
         Ok(outcome.unwrap_or(NextClaim::Nothing { held }))
     }
@@ -155,7 +155,7 @@ impl<S: Store + 'static> Engine<S> {
         attempt: u32,
         worker: &str,
     ) -> Result<Timestamp, StoreError> {
-        let until = Timestamp::now() + self.config.policy.lease;
+        let until = self.now() + self.config.policy.lease;
         self.store.heartbeat(id, attempt, worker, until).await?;
         Ok(until)
     }
@@ -234,7 +234,7 @@ impl<S: Store + 'static> Engine<S> {
                 id,
                 attempt,
                 worker: worker.to_owned(),
-                now: Timestamp::now(),
+                now: self.now(),
                 end,
                 policy: self.config.policy.failures,
             })
@@ -265,7 +265,7 @@ impl<S: Store + 'static> Engine<S> {
         let batch = Batch {
             items: found,
             actor: Actor::Push(action.to_owned()),
-            now: Timestamp::now(),
+            now: self.now(),
             file: format!("<output of run {}>", idempotency_key(id, attempt)),
             unknown_deps: UnknownDeps::Refuse,
         };

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use daicho_core::TaskId;
 use daicho_core::policy::{Gate, Hold, Mode, decide};
 use daicho_store::{ClaimOutcome, ClaimRequest, Store, StoreError};
-use jiff::Timestamp;
 use tokio::task::JoinSet;
 
 use crate::executor::{ExecOutcome, RunContext};
@@ -195,7 +194,7 @@ impl<S: Store + 'static> Engine<S> {
             if free > 0 && self.pause_file_reason().is_none() {
                 if last_expiry.is_none_or(|at| at.elapsed() >= options.poll) {
                     let lost =
-                        store!(self.store.expire_leases(Timestamp::now(), self.config.policy.failures).await);
+                        store!(self.store.expire_leases(self.now(), self.config.policy.failures).await);
                     totals.lost_counted += lost.len();
                     last_expiry = Some(Instant::now());
                 }
@@ -206,7 +205,7 @@ impl<S: Store + 'static> Engine<S> {
                 let (requests, to_queue) =
                     store!(self.plan_claims(free, &queued, &failed_here, spread).await);
                 if !to_queue.is_empty() {
-                    let newly = store!(self.store.queue_approvals(to_queue.clone(), Timestamp::now()).await);
+                    let newly = store!(self.store.queue_approvals(to_queue.clone(), self.now()).await);
                     totals.queued += newly.len();
                     queued.extend(to_queue);
                 }
@@ -266,7 +265,7 @@ impl<S: Store + 'static> Engine<S> {
         failed_here: &HashMap<TaskId, Instant>,
         spread: Option<u64>,
     ) -> Result<(Vec<ClaimRequest>, Vec<TaskId>), StoreError> {
-        let now = Timestamp::now();
+        let now = self.now();
         let capped =
             self.config.policy.daily_cap.is_some() || self.specs.iter().any(|s| s.daily_cap.is_some());
         let runs_today = if capped { self.gate_counts(now).await? } else { Default::default() };

@@ -128,7 +128,10 @@ impl Context {
 
 /// Whether trying again later may help: the error is a temporary store fault.
 pub fn is_retryable(err: &anyhow::Error) -> bool {
-    err.chain().any(|c| c.downcast_ref::<daicho_store::StoreError>().is_some_and(|e| e.is_retryable()))
+    err.chain().any(|c| {
+        c.downcast_ref::<daicho_store::StoreError>().is_some_and(|e| e.is_retryable())
+            || c.downcast_ref::<daicho_engine::Error>().is_some_and(|e| e.is_retryable())
+    })
 }
 
 /// Listens for SIGINT and SIGTERM and moves the returned stop control along (S14).
