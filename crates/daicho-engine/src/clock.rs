@@ -49,10 +49,3 @@ impl Clock for ManualClock {
         *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
-
-/// Lets an `Arc<ManualClock>` a test keeps be the engine's clock too.
-impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
-    fn now(&self) -> Timestamp {
-        (**self).now()
-    }
-}

@@ -522,7 +522,7 @@ impl<S: Store + 'static> Engine<S> {
                 if !considered.insert(task.id) {
                     continue;
                 }
-                match decide(&task, role.mode(), &gate) {
+                match self.claim_request(&task, role.mode(), &gate, &self.worker, self.now()) {
                     Err(hold) => {
                         if hold == Hold::AwaitingApproval {
                             to_queue.push(task.id);
@@ -539,9 +539,9 @@ impl<S: Store + 'static> Engine<S> {
                         considered.remove(&task.id);
                         report.truncated += 1;
                     }
-                    Ok(action) => {
-                        let name = action.name.clone();
-                        if let Some(run) = self.claim_and_run(&task, &name, role.mode()).await? {
+                    Ok(request) => {
+                        let name = request.action.clone();
+                        if let Some(run) = self.claim_and_run(request).await? {
                             *gate.runs_today.by_action.entry(name).or_insert(0) += 1;
                             gate.runs_today.total += 1;
                             report.ran.push(run);
@@ -586,11 +586,11 @@ impl<S: Store + 'static> Engine<S> {
             daily_cap: self.config.policy.daily_cap,
         };
         let mode = if heavy { Mode::Heavy } else { Mode::Manual };
-        let action = match decide(&task, mode, &gate) {
-            Ok(action) => action.name.clone(),
+        let request = match self.claim_request(&task, mode, &gate, &self.worker, self.now()) {
+            Ok(request) => request,
             Err(hold) => return held(&task, hold),
         };
-        match self.claim_and_run(&task, &action, mode).await? {
+        match self.claim_and_run(request).await? {
             Some(run) => Ok(RunOne::Ran(run)),
             None => {
                 let status = self.store.get(id).await?.map_or(task.status, |t| t.status);
@@ -599,26 +599,35 @@ impl<S: Store + 'static> Engine<S> {
         }
     }
 
-    /// Claims the task (S1) and, only when the claim is committed, runs it. `None` when it was
-    /// not claimable (taken by another worker, changed, or paused meanwhile).
-    async fn claim_and_run(
+    /// The one decide-then-claim step (S1, S2): the policy's decision for `task` in `mode`
+    /// ([`daicho_core::policy::decide_claim`]) as the claim request `worker` makes at `now`,
+    /// guarded by what the row must still hold when the claim commits. Every claim of the engine
+    /// (a sweep, `run`, a worker's slots, a remote worker) is built here.
+    pub(crate) fn claim_request(
         &self,
         task: &Task,
-        action: &str,
         mode: Mode,
-    ) -> Result<Option<RunReport>, StoreError> {
-        let Some(config) = self.config.action(action) else {
-            return Ok(None);
-        };
-        let guard = daicho_core::policy::claim_guard(task, &config.spec, mode);
-        let request = ClaimRequest {
+        gate: &Gate<'_>,
+        worker: &str,
+        now: Timestamp,
+    ) -> Result<ClaimRequest, Hold> {
+        let (action, guard) = daicho_core::policy::decide_claim(task, mode, gate)?;
+        Ok(ClaimRequest {
             id: task.id,
-            worker: self.worker.clone(),
-            action: action.to_owned(),
-            now: self.now(),
+            worker: worker.to_owned(),
+            action: action.name.clone(),
+            now,
             lease: self.config.policy.lease,
             require_run: guard.require_run,
             require_approval: guard.require_approval,
+        })
+    }
+
+    /// Claims the task (S1) and, only when the claim is committed, runs it. `None` when it was
+    /// not claimable (taken by another worker, changed, or paused meanwhile).
+    async fn claim_and_run(&self, request: ClaimRequest) -> Result<Option<RunReport>, StoreError> {
+        let Some(config) = self.config.action(&request.action) else {
+            return Ok(None);
         };
         let claimed = match self.store.claim(request).await? {
             ClaimOutcome::Claimed(task) => *task,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use daicho_core::TaskId;
-use daicho_core::policy::{Gate, Hold, Mode, decide};
+use daicho_core::policy::{Gate, Hold, worker_mode};
 use daicho_store::{ClaimOutcome, ClaimRequest, Store, StoreError};
 use tokio::task::JoinSet;
 
@@ -289,21 +289,11 @@ impl<S: Store + 'static> Engine<S> {
                 if requests.len() >= want {
                     break;
                 }
-                let mode = if task.run { Mode::Requested } else { Mode::Auto };
-                match decide(task, mode, &gate) {
-                    Ok(action) => {
-                        let guard = daicho_core::policy::claim_guard(task, action, mode);
-                        requests.push(ClaimRequest {
-                            id: task.id,
-                            worker: self.worker.clone(),
-                            action: action.name.clone(),
-                            now,
-                            lease: self.config.policy.lease,
-                            require_run: guard.require_run,
-                            require_approval: guard.require_approval,
-                        });
-                        *gate.runs_today.by_action.entry(action.name.clone()).or_insert(0) += 1;
+                match self.claim_request(task, worker_mode(task), &gate, &self.worker, now) {
+                    Ok(request) => {
+                        *gate.runs_today.by_action.entry(request.action.clone()).or_insert(0) += 1;
                         gate.runs_today.total += 1;
+                        requests.push(request);
                     }
                     Err(Hold::AwaitingApproval) if !queued.contains(&task.id) => to_queue.push(task.id),
                     Err(_) => {}
