@@ -221,6 +221,45 @@ pub struct Engine<S> {
     clock: Arc<dyn clock::Clock>,
 }
 
+/// Listens for SIGINT and SIGTERM and moves the returned stop control along (S14): the first
+/// signal drains (nothing new is claimed), the second or the end of `grace` stops runs now, a
+/// third exits the process at once.
+///
+/// # Errors
+///
+/// The signal handlers could not be installed.
+pub fn operator_stop(grace: std::time::Duration) -> std::io::Result<tokio::sync::watch::Receiver<Stop>> {
+    use tokio::signal::unix::{SignalKind, signal};
+
+    let (tx, rx) = stop_control();
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::warn!(
+            "stopping: nothing new is claimed; runs under way have {grace:?} to finish (signal again to stop them now)"
+        );
+        let _ = tx.send(Stop::Drain);
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+            () = tokio::time::sleep(grace) => {}
+        }
+        tracing::warn!("stopping now: runs under way are killed and their claims returned without a failure");
+        let _ = tx.send(Stop::Now);
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        // A third signal: the operator wants out, whatever is still waiting.
+        std::process::exit(130);
+    });
+    Ok(rx)
+}
+
 /// This worker's name: `host:pid`.
 pub fn worker_name() -> String {
     format!("{}:{}", host_name(), std::process::id())
