@@ -35,7 +35,7 @@ impl ManualClock {
     /// Moves the clock forward (or back, with a negative duration).
     pub fn advance(&self, by: SignedDuration) {
         let mut now = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *now = *now + by;
+        *now += by;
     }
 
     /// Sets the clock.

@@ -40,7 +40,8 @@ pub async fn write_files<S: Store>(
     today: jiff::civil::Date,
 ) -> Result<ViewReport, Error> {
     let mut written = Vec::new();
-    let targets: [(_, fn(&CrossView) -> String); 2] =
+    type Draw = fn(&CrossView) -> String;
+    let targets: [(Option<&std::path::PathBuf>, Draw); 2] =
         [(config.view.html.as_ref(), html), (config.view.markdown.as_ref(), markdown)];
     for (path, draw) in targets {
         let Some(path) = path else { continue };
