@@ -300,6 +300,29 @@ pub fn claim_guard(task: &Task, action: &ActionSpec, mode: Mode) -> ClaimGuard {
     ClaimGuard { require_run: mode == Mode::Requested || external, require_approval: external }
 }
 
+/// The one decision before every claim (S1, S2): [`decide`] picks the action or says why the
+/// task is held, and [`claim_guard`] says what the claim must still find in the row — the ▶ run
+/// box for a requested run or an external task, a person's approval for an external task.
+/// Every path that claims (a sweep, `run`, a worker's slots, a remote worker) goes through it.
+///
+/// # Errors
+///
+/// The [`Hold`] when the task may not run in `mode` now.
+pub fn decide_claim<'a>(
+    task: &Task,
+    mode: Mode,
+    gate: &Gate<'a>,
+) -> Result<(&'a ActionSpec, ClaimGuard), Hold> {
+    let action = decide(task, mode, gate)?;
+    Ok((action, claim_guard(task, action, mode)))
+}
+
+/// The mode a ready task is claimed in by a worker: requested when a person ticked ▶ run,
+/// automatic otherwise.
+pub fn worker_mode(task: &Task) -> Mode {
+    if task.run { Mode::Requested } else { Mode::Auto }
+}
+
 /// How failures are counted (S3, S4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FailurePolicy {

@@ -96,8 +96,8 @@ impl Default for ViewConfig {
 /// One scheduled role (R1): `daicho serve` runs it at the times of its cron expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduleConfig {
-    /// `run-requested`, `auto`, `sync` or `view`.
-    pub role: String,
+    /// The role it runs.
+    pub role: ScheduleRole,
     /// When, in the machine's local time.
     pub cron: daicho_core::cron::Cron,
     /// Runs (or sources) per invocation; the role's default when absent.
@@ -108,6 +108,46 @@ pub struct ScheduleConfig {
 
 /// The roles a schedule may name.
 pub const ROLES: [&str; 4] = ["run-requested", "auto", "sync", "view"];
+
+/// A role a `[[schedule]]` runs (R1, R2). An unknown name is a configuration error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScheduleRole {
+    /// A sweep of rows a person ticked ▶ run.
+    RunRequested,
+    /// A sweep of automatic runs.
+    Auto,
+    /// The configured sources, round-robin (R3).
+    Sync,
+    /// The `[view]` files (V5).
+    View,
+}
+
+impl ScheduleRole {
+    /// Every role, in the order of [`ROLES`].
+    pub const ALL: [ScheduleRole; 4] =
+        [ScheduleRole::RunRequested, ScheduleRole::Auto, ScheduleRole::Sync, ScheduleRole::View];
+
+    /// Its name in daicho.toml, the role lease and `/metrics`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleRole::RunRequested => "run-requested",
+            ScheduleRole::Auto => "auto",
+            ScheduleRole::Sync => "sync",
+            ScheduleRole::View => "view",
+        }
+    }
+
+    /// The role of a name, if it is one.
+    pub fn parse(name: &str) -> Option<ScheduleRole> {
+        ScheduleRole::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for ScheduleRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One source to pull (X1).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -511,26 +551,34 @@ impl Config {
             });
         }
         let mut schedules: Vec<ScheduleConfig> = Vec::new();
-        for spanned in raw.schedule {
+        for (entry, spanned) in raw.schedule.into_iter().enumerate() {
             let line = Some(line_at(spanned.span().start));
             let r = spanned.into_inner();
             let error = |reason: String| ConfigError { file: file.to_owned(), line, reason };
-            if !ROLES.contains(&r.role.as_str()) {
-                return Err(error(format!("unknown role '{}' (known: {})", r.role, ROLES.join(", "))));
-            }
-            if schedules.iter().any(|s| s.role == r.role) {
-                return Err(error(format!("role '{}' is scheduled twice", r.role)));
+            let Some(role) = ScheduleRole::parse(&r.role) else {
+                return Err(error(format!(
+                    "[[schedule]] #{}: unknown role '{}' (known: {})",
+                    entry + 1,
+                    r.role,
+                    ROLES.join(", ")
+                )));
+            };
+            if schedules.iter().any(|s| s.role == role) {
+                return Err(error(format!("role '{role}' is scheduled twice")));
             }
             let cron = daicho_core::cron::Cron::parse(&r.cron).map_err(error)?;
             let budget = duration(r.budget.as_deref(), SignedDuration::from_mins(30), "budget", line)?;
-            schedules.push(ScheduleConfig { role: r.role, cron, max: r.max, budget });
+            schedules.push(ScheduleConfig { role, cron, max: r.max, budget });
         }
         let view = ViewConfig {
             html: raw.view.html.filter(|p| !p.trim().is_empty()).map(PathBuf::from),
             markdown: raw.view.markdown.filter(|p| !p.trim().is_empty()).map(PathBuf::from),
             per_project: raw.view.per_project.unwrap_or(10),
         };
-        if schedules.iter().any(|s| s.role == "view") && view.html.is_none() && view.markdown.is_none() {
+        if schedules.iter().any(|s| s.role == ScheduleRole::View)
+            && view.html.is_none()
+            && view.markdown.is_none()
+        {
             return Err(ConfigError {
                 file: file.to_owned(),
                 line: None,
@@ -812,6 +860,25 @@ aggregate = "Fix the findings"
             assert!(err.reason.contains(reason), "{text:?}: {err}");
             assert_eq!(err.line, line, "{text:?}: {err}");
             assert!(err.to_string().starts_with("daicho.toml"), "{err}");
+        }
+    }
+
+    /// An unknown schedule role is a configuration error naming the entry and the known roles,
+    /// never a run-requested sweep in disguise.
+    #[test]
+    fn unknown_schedule_role_names_the_entry_and_the_known_roles() {
+        let text = "[[schedule]]\nrole = \"auto\"\ncron = \"@daily\"\n\n[[schedule]]\nrole = \"run_requested\"\ncron = \"@hourly\"\n";
+        let err = Config::parse(text, "daicho.toml").unwrap_err();
+        assert_eq!(err.line, Some(5), "{err}");
+        assert_eq!(
+            err.reason,
+            "[[schedule]] #2: unknown role 'run_requested' (known: run-requested, auto, sync, view)"
+        );
+        let ok = Config::parse("[[schedule]]\nrole = \"run-requested\"\ncron = \"@daily\"\n", "daicho.toml")
+            .unwrap();
+        assert_eq!(ok.schedules[0].role, ScheduleRole::RunRequested);
+        for role in ScheduleRole::ALL {
+            assert_eq!(ScheduleRole::parse(role.as_str()), Some(role));
         }
     }
 }

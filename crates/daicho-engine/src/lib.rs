@@ -7,14 +7,21 @@
 //! transaction of their own (X2, isolated). A sweep that finds nothing eligible starts no
 //! process and makes no request (S9).
 
+pub mod clock;
 pub mod config;
+pub mod doctor;
+mod error;
 pub mod executor;
 pub mod llm;
+pub mod plan;
 pub mod remote;
 pub mod runner;
+pub mod schedule;
 pub mod sources;
 pub mod spool;
 pub mod supervise;
+pub mod sync;
+pub mod view;
 mod work;
 
 use std::collections::HashSet;
@@ -28,7 +35,10 @@ use daicho_core::{Status, Task, TaskId};
 use daicho_store::{ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, StoreError};
 use jiff::Timestamp;
 
-pub use config::{ActionConfig, ActionKind, Config, ConfigError, ScheduleConfig, SourceConfig, SourceKind};
+pub use config::{
+    ActionConfig, ActionKind, Config, ConfigError, ScheduleConfig, ScheduleRole, SourceConfig, SourceKind,
+};
+pub use error::Error;
 use executor::{ExecOutcome, RunContext};
 pub use work::{WorkOptions, WorkTotals};
 
@@ -209,6 +219,46 @@ pub struct Engine<S> {
     pause_file: Option<PathBuf>,
     stop: tokio::sync::watch::Receiver<Stop>,
     spool: Option<spool::Spool>,
+    clock: Arc<dyn clock::Clock>,
+}
+
+/// Listens for SIGINT and SIGTERM and moves the returned stop control along (S14): the first
+/// signal drains (nothing new is claimed), the second or the end of `grace` stops runs now, a
+/// third exits the process at once.
+///
+/// # Errors
+///
+/// The signal handlers could not be installed.
+pub fn operator_stop(grace: std::time::Duration) -> std::io::Result<tokio::sync::watch::Receiver<Stop>> {
+    use tokio::signal::unix::{SignalKind, signal};
+
+    let (tx, rx) = stop_control();
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::warn!(
+            "stopping: nothing new is claimed; runs under way have {grace:?} to finish (signal again to stop them now)"
+        );
+        let _ = tx.send(Stop::Drain);
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+            () = tokio::time::sleep(grace) => {}
+        }
+        tracing::warn!("stopping now: runs under way are killed and their claims returned without a failure");
+        let _ = tx.send(Stop::Now);
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        // A third signal: the operator wants out, whatever is still waiting.
+        std::process::exit(130);
+    });
+    Ok(rx)
 }
 
 /// This worker's name: `host:pid`.
@@ -253,7 +303,25 @@ impl<S: Store + 'static> Engine<S> {
     pub fn new(store: Arc<S>, config: Config, pause_file: Option<PathBuf>) -> Engine<S> {
         let specs = config.specs();
         let stop = stop_control().1;
-        Engine { store, config, specs, worker: worker_name(), pause_file, stop, spool: None }
+        let clock: Arc<dyn clock::Clock> = Arc::new(clock::SystemClock);
+        Engine { store, config, specs, worker: worker_name(), pause_file, stop, spool: None, clock }
+    }
+
+    /// Reads the time from `clock` instead of the system clock (tests move a
+    /// [`clock::ManualClock`] instead of sleeping).
+    pub fn with_clock(mut self, clock: Arc<dyn clock::Clock>) -> Engine<S> {
+        self.clock = clock;
+        self
+    }
+
+    /// The engine's clock.
+    pub fn clock(&self) -> &dyn clock::Clock {
+        &*self.clock
+    }
+
+    /// The current instant by the engine's clock.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     /// Keeps every run's end in `spool` on this machine until the ledger has recorded it, and
@@ -295,7 +363,7 @@ impl<S: Store + 'static> Engine<S> {
                 id,
                 attempt: spooled.attempt,
                 worker: spooled.worker.clone(),
-                now: Timestamp::now(),
+                now: self.now(),
                 end,
                 policy: self.config.policy.failures,
             };
@@ -421,7 +489,7 @@ impl<S: Store + 'static> Engine<S> {
         role: Role,
         paused: Option<String>,
     ) -> Result<Vec<Result<String, Hold>>, StoreError> {
-        let now = Timestamp::now();
+        let now = self.now();
         let gate = Gate {
             actions: &self.specs,
             paused: paused.as_deref(),
@@ -473,7 +541,7 @@ impl<S: Store + 'static> Engine<S> {
             report.paused = Some(reason);
             return Ok(report);
         }
-        let now = Timestamp::now();
+        let now = self.now();
         report.lost = self.store.expire_leases(now, self.config.policy.failures).await?;
         let mut gate = Gate {
             actions: &self.specs,
@@ -486,7 +554,7 @@ impl<S: Store + 'static> Engine<S> {
         // is read again, so a chain moves on within one sweep up to the limit.
         let mut considered: HashSet<TaskId> = HashSet::new();
         loop {
-            let ready = self.store.ready(Timestamp::now(), SWEEP_SCAN).await?;
+            let ready = self.store.ready(self.now(), SWEEP_SCAN).await?;
             let unseen = ready.tasks.iter().filter(|t| !considered.contains(&t.id)).count();
             let runs_before = report.ran.len();
             report.truncated = ready.total.saturating_sub(ready.tasks.len());
@@ -494,7 +562,7 @@ impl<S: Store + 'static> Engine<S> {
                 if !considered.insert(task.id) {
                     continue;
                 }
-                match decide(&task, role.mode(), &gate) {
+                match self.claim_request(&task, role.mode(), &gate, &self.worker, self.now()) {
                     Err(hold) => {
                         if hold == Hold::AwaitingApproval {
                             to_queue.push(task.id);
@@ -511,9 +579,9 @@ impl<S: Store + 'static> Engine<S> {
                         considered.remove(&task.id);
                         report.truncated += 1;
                     }
-                    Ok(action) => {
-                        let name = action.name.clone();
-                        if let Some(run) = self.claim_and_run(&task, &name, role.mode()).await? {
+                    Ok(request) => {
+                        let name = request.action.clone();
+                        if let Some(run) = self.claim_and_run(request).await? {
                             *gate.runs_today.by_action.entry(name).or_insert(0) += 1;
                             gate.runs_today.total += 1;
                             report.ran.push(run);
@@ -530,7 +598,7 @@ impl<S: Store + 'static> Engine<S> {
             }
         }
         if !to_queue.is_empty() {
-            report.queued = self.store.queue_approvals(to_queue, Timestamp::now()).await?;
+            report.queued = self.store.queue_approvals(to_queue, self.now()).await?;
         }
         Ok(report)
     }
@@ -544,7 +612,7 @@ impl<S: Store + 'static> Engine<S> {
         let held =
             |task: &Task, hold| Ok(RunOne::Held(Held { id: task.id, title: task.title.clone(), hold }));
         self.recover_spooled().await?;
-        let now = Timestamp::now();
+        let now = self.now();
         if let Some(reason) = self.paused().await? {
             let task = self.store.get(id).await?.ok_or(StoreError::NotFound(id))?;
             return held(&task, Hold::Paused(reason));
@@ -558,11 +626,11 @@ impl<S: Store + 'static> Engine<S> {
             daily_cap: self.config.policy.daily_cap,
         };
         let mode = if heavy { Mode::Heavy } else { Mode::Manual };
-        let action = match decide(&task, mode, &gate) {
-            Ok(action) => action.name.clone(),
+        let request = match self.claim_request(&task, mode, &gate, &self.worker, self.now()) {
+            Ok(request) => request,
             Err(hold) => return held(&task, hold),
         };
-        match self.claim_and_run(&task, &action, mode).await? {
+        match self.claim_and_run(request).await? {
             Some(run) => Ok(RunOne::Ran(run)),
             None => {
                 let status = self.store.get(id).await?.map_or(task.status, |t| t.status);
@@ -571,26 +639,35 @@ impl<S: Store + 'static> Engine<S> {
         }
     }
 
-    /// Claims the task (S1) and, only when the claim is committed, runs it. `None` when it was
-    /// not claimable (taken by another worker, changed, or paused meanwhile).
-    async fn claim_and_run(
+    /// The one decide-then-claim step (S1, S2): the policy's decision for `task` in `mode`
+    /// ([`daicho_core::policy::decide_claim`]) as the claim request `worker` makes at `now`,
+    /// guarded by what the row must still hold when the claim commits. Every claim of the engine
+    /// (a sweep, `run`, a worker's slots, a remote worker) is built here.
+    pub(crate) fn claim_request(
         &self,
         task: &Task,
-        action: &str,
         mode: Mode,
-    ) -> Result<Option<RunReport>, StoreError> {
-        let Some(config) = self.config.action(action) else {
-            return Ok(None);
-        };
-        let guard = daicho_core::policy::claim_guard(task, &config.spec, mode);
-        let request = ClaimRequest {
+        gate: &Gate<'_>,
+        worker: &str,
+        now: Timestamp,
+    ) -> Result<ClaimRequest, Hold> {
+        let (action, guard) = daicho_core::policy::decide_claim(task, mode, gate)?;
+        Ok(ClaimRequest {
             id: task.id,
-            worker: self.worker.clone(),
-            action: action.to_owned(),
-            now: Timestamp::now(),
+            worker: worker.to_owned(),
+            action: action.name.clone(),
+            now,
             lease: self.config.policy.lease,
             require_run: guard.require_run,
             require_approval: guard.require_approval,
+        })
+    }
+
+    /// Claims the task (S1) and, only when the claim is committed, runs it. `None` when it was
+    /// not claimable (taken by another worker, changed, or paused meanwhile).
+    async fn claim_and_run(&self, request: ClaimRequest) -> Result<Option<RunReport>, StoreError> {
+        let Some(config) = self.config.action(&request.action) else {
+            return Ok(None);
         };
         let claimed = match self.store.claim(request).await? {
             ClaimOutcome::Claimed(task) => *task,
@@ -693,7 +770,7 @@ impl<S: Store + 'static> Engine<S> {
                 id: ctx.task.id,
                 attempt: ctx.task.attempt,
                 worker: self.worker.clone(),
-                now: Timestamp::now(),
+                now: self.now(),
                 end,
                 policy: self.config.policy.failures,
             });
@@ -750,15 +827,15 @@ impl<S: Store + 'static> Engine<S> {
         let mut wait = every;
         loop {
             let fence = daicho_core::policy::fence_at(expires, lease);
-            let left = Duration::try_from(fence.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
+            let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
             if left.is_zero() {
                 return format!(
                     "the lease could not be renewed before {fence}; the run was killed (self-fencing)"
                 );
             }
             tokio::time::sleep(wait.min(left)).await;
-            let left = Duration::try_from(fence.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
-            let until = Timestamp::now() + lease;
+            let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
+            let until = self.now() + lease;
             match tokio::time::timeout(left, self.store.heartbeat(id, attempt, &self.worker, until)).await {
                 Ok(Ok(())) => {
                     expires = until;

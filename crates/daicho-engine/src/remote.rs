@@ -5,9 +5,9 @@
 //! fenced by the attempt, found tasks pushed in a transaction of their own (X2).
 
 use daicho_core::format::ItemDefaults;
-use daicho_core::policy::{Gate, Hold, Mode, correction_for_run, decide, idempotency_key};
+use daicho_core::policy::{Gate, Hold, correction_for_run, idempotency_key, worker_mode};
 use daicho_core::{Actor, Item, Status, Task, TaskId};
-use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, StoreError, UnknownDeps};
+use daicho_store::{Batch, ClaimOutcome, Finish, RunEnd, Store, StoreError, UnknownDeps};
 use jiff::Timestamp;
 
 use crate::Engine;
@@ -81,7 +81,7 @@ impl<S: Store + 'static> Engine<S> {
         if let Some(reason) = self.paused().await? {
             return Ok(NextClaim::Paused(reason));
         }
-        let now = Timestamp::now();
+        let now = self.now();
         self.store.expire_leases(now, self.config.policy.failures).await?;
         let gate = Gate {
             actions: &self.specs,
@@ -95,9 +95,9 @@ impl<S: Store + 'static> Engine<S> {
         let mut to_queue = Vec::new();
         let mut outcome = None;
         for task in tasks.iter().filter(|t| filter.project.as_ref().is_none_or(|p| *p == t.project)) {
-            let mode = if task.run { Mode::Requested } else { Mode::Auto };
-            let action = match decide(task, mode, &gate) {
-                Ok(action) => action,
+            let request = match self.claim_request(task, worker_mode(task), &gate, &filter.worker, self.now())
+            {
+                Ok(request) => request,
                 Err(hold) => {
                     if hold == Hold::AwaitingApproval {
                         to_queue.push(task.id);
@@ -106,19 +106,9 @@ impl<S: Store + 'static> Engine<S> {
                     continue;
                 }
             };
-            if filter.action.as_ref().is_some_and(|a| *a != action.name) {
+            if filter.action.as_ref().is_some_and(|a| *a != request.action) {
                 continue;
             }
-            let guard = daicho_core::policy::claim_guard(task, action, mode);
-            let request = ClaimRequest {
-                id: task.id,
-                worker: filter.worker.clone(),
-                action: action.name.clone(),
-                now: Timestamp::now(),
-                lease: self.config.policy.lease,
-                require_run: guard.require_run,
-                require_approval: guard.require_approval,
-            };
             match self.store.claim(request.clone()).await? {
                 ClaimOutcome::Claimed(task) => {
                     outcome = Some(NextClaim::Claimed(Box::new(RemoteClaim {
@@ -139,7 +129,7 @@ impl<S: Store + 'static> Engine<S> {
             }
         }
         if !to_queue.is_empty() {
-            self.store.queue_approvals(to_queue, Timestamp::now()).await?;
+            self.store.queue_approvals(to_queue, self.now()).await?;
         }
         Ok(outcome.unwrap_or(NextClaim::Nothing { held }))
     }
@@ -155,7 +145,7 @@ impl<S: Store + 'static> Engine<S> {
         attempt: u32,
         worker: &str,
     ) -> Result<Timestamp, StoreError> {
-        let until = Timestamp::now() + self.config.policy.lease;
+        let until = self.now() + self.config.policy.lease;
         self.store.heartbeat(id, attempt, worker, until).await?;
         Ok(until)
     }
@@ -234,7 +224,7 @@ impl<S: Store + 'static> Engine<S> {
                 id,
                 attempt,
                 worker: worker.to_owned(),
-                now: Timestamp::now(),
+                now: self.now(),
                 end,
                 policy: self.config.policy.failures,
             })
@@ -265,7 +255,7 @@ impl<S: Store + 'static> Engine<S> {
         let batch = Batch {
             items: found,
             actor: Actor::Push(action.to_owned()),
-            now: Timestamp::now(),
+            now: self.now(),
             file: format!("<output of run {}>", idempotency_key(id, attempt)),
             unknown_deps: UnknownDeps::Refuse,
         };

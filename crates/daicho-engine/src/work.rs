@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use daicho_core::TaskId;
-use daicho_core::policy::{Gate, Hold, Mode, decide};
+use daicho_core::policy::{Gate, Hold, worker_mode};
 use daicho_store::{ClaimOutcome, ClaimRequest, Store, StoreError};
-use jiff::Timestamp;
 use tokio::task::JoinSet;
 
 use crate::executor::{ExecOutcome, RunContext};
@@ -195,7 +194,7 @@ impl<S: Store + 'static> Engine<S> {
             if free > 0 && self.pause_file_reason().is_none() {
                 if last_expiry.is_none_or(|at| at.elapsed() >= options.poll) {
                     let lost =
-                        store!(self.store.expire_leases(Timestamp::now(), self.config.policy.failures).await);
+                        store!(self.store.expire_leases(self.now(), self.config.policy.failures).await);
                     totals.lost_counted += lost.len();
                     last_expiry = Some(Instant::now());
                 }
@@ -206,7 +205,7 @@ impl<S: Store + 'static> Engine<S> {
                 let (requests, to_queue) =
                     store!(self.plan_claims(free, &queued, &failed_here, spread).await);
                 if !to_queue.is_empty() {
-                    let newly = store!(self.store.queue_approvals(to_queue.clone(), Timestamp::now()).await);
+                    let newly = store!(self.store.queue_approvals(to_queue.clone(), self.now()).await);
                     totals.queued += newly.len();
                     queued.extend(to_queue);
                 }
@@ -266,7 +265,7 @@ impl<S: Store + 'static> Engine<S> {
         failed_here: &HashMap<TaskId, Instant>,
         spread: Option<u64>,
     ) -> Result<(Vec<ClaimRequest>, Vec<TaskId>), StoreError> {
-        let now = Timestamp::now();
+        let now = self.now();
         let capped =
             self.config.policy.daily_cap.is_some() || self.specs.iter().any(|s| s.daily_cap.is_some());
         let runs_today = if capped { self.gate_counts(now).await? } else { Default::default() };
@@ -290,21 +289,11 @@ impl<S: Store + 'static> Engine<S> {
                 if requests.len() >= want {
                     break;
                 }
-                let mode = if task.run { Mode::Requested } else { Mode::Auto };
-                match decide(task, mode, &gate) {
-                    Ok(action) => {
-                        let guard = daicho_core::policy::claim_guard(task, action, mode);
-                        requests.push(ClaimRequest {
-                            id: task.id,
-                            worker: self.worker.clone(),
-                            action: action.name.clone(),
-                            now,
-                            lease: self.config.policy.lease,
-                            require_run: guard.require_run,
-                            require_approval: guard.require_approval,
-                        });
-                        *gate.runs_today.by_action.entry(action.name.clone()).or_insert(0) += 1;
+                match self.claim_request(task, worker_mode(task), &gate, &self.worker, now) {
+                    Ok(request) => {
+                        *gate.runs_today.by_action.entry(request.action.clone()).or_insert(0) += 1;
                         gate.runs_today.total += 1;
+                        requests.push(request);
                     }
                     Err(Hold::AwaitingApproval) if !queued.contains(&task.id) => to_queue.push(task.id),
                     Err(_) => {}

@@ -48,7 +48,17 @@ fn main() -> ExitCode {
     };
     init_logging(cli.verbose);
     let json = cli.json;
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    // The long-running commands get two worker threads, so that the web UI, the scheduler and a
+    // large merge do not share one; one-shot commands stay on a cheap single thread.
+    let long_running = matches!(cli.command, cli::Command::Serve(_) | cli::Command::Worker(_));
+    let mut builder = if long_running {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(2);
+        builder
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("daicho: error: cannot start the async runtime: {err}");

@@ -34,6 +34,7 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
 
 /// Progress of long work on the terminal: a bar on stderr when stderr is a terminal, nothing on a
 /// pipe or a file (so scripts and logs stay clean).
+#[derive(Debug)]
 pub struct Progress {
     what: &'static str,
     total: usize,
@@ -68,6 +69,30 @@ impl Progress {
     pub fn finish(self) {
         if self.on {
             eprint!("\r\x1b[2K");
+        }
+    }
+}
+
+/// A [`Progress`] bar over the sources of a sync, fed by the engine's progress events.
+#[derive(Debug, Default)]
+pub struct SyncProgress(Option<Progress>);
+
+impl SyncProgress {
+    /// Takes one event.
+    pub fn on(&mut self, event: daicho_engine::sync::Progress<'_>) {
+        use daicho_engine::sync::Progress as P;
+        match (event, &mut self.0) {
+            (P::Total(total), _) => self.0 = Some(Progress::new("sources", total)),
+            (P::Start(label), Some(bar)) => bar.start(label),
+            (P::Step, Some(bar)) => bar.step(),
+            _ => {}
+        }
+    }
+
+    /// Clears the bar.
+    pub fn finish(self) {
+        if let Some(bar) = self.0 {
+            bar.finish();
         }
     }
 }

@@ -1,14 +1,7 @@
-//! `daicho doctor`: stuck states found and explained, each with the command that fixes it (F3).
+//! `daicho doctor`: stuck states found and explained, each with the command that fixes it (F3),
+//! by `Engine::doctor`.
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
-
-use daicho_core::policy::Hold;
-use daicho_core::{Status, TaskId};
-use daicho_engine::Role;
-use daicho_store::{ListFilter, Store};
-use jiff::Timestamp;
-use serde::Serialize;
 
 use super::Context;
 use crate::output;
@@ -20,108 +13,12 @@ use crate::output;
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
-#[derive(Debug, Serialize)]
-struct Finding {
-    kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    task: Option<String>,
-    explanation: String,
-    fix: String,
-}
-
 /// Runs `daicho doctor`.
 pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let engine = ctx.engine().await?;
-    let store = engine.store();
-    let now = Timestamp::now();
-    let mut findings = Vec::new();
-    if let Some(reason) = engine.paused().await? {
-        findings.push(Finding {
-            kind: "paused",
-            task: None,
-            explanation: format!("the kill switch is on ({reason}): nothing runs"),
-            fix: "daicho resume   (and remove a PAUSED file beside daicho.toml, if there is one)".into(),
-        });
-    }
-    let running = store.list(ListFilter { statuses: vec![Status::Running], ..ListFilter::default() }).await?;
-    for task in running.iter().filter(|t| t.lease.as_ref().is_none_or(|l| l.expires_at <= now)) {
-        let explanation = match &task.lease {
-            Some(lease) => format!(
-                "running, but the lease of {} expired at {}: a lost run",
-                lease.owner, lease.expires_at
-            ),
-            None => "running without a lease: a lost run".to_owned(),
-        };
-        findings.push(Finding {
-            kind: "expired_lease",
-            task: Some(task.id.to_string()),
-            explanation,
-            fix: "daicho sweep --role run-requested --max 0   (counts every lost run as one failure; runs nothing)".into(),
-        });
-    }
-    for task in running.iter().filter(|t| t.lease.as_ref().is_some_and(|l| l.expires_at > now)) {
-        let Some(lease) = &task.lease else { continue };
-        if daicho_engine::owner_is_gone(&lease.owner) {
-            findings.push(Finding {
-                kind: "dead_owner",
-                task: Some(task.id.to_string()),
-                explanation: format!(
-                    "running under {}, a process of this machine that is gone: the run is lost (its lease ends at {})",
-                    lease.owner, lease.expires_at
-                ),
-                fix: format!(
-                    "wait until {} and `daicho sweep --role run-requested --max 0` counts it as a lost run, or return it now: daicho set {} --status pending",
-                    lease.expires_at, task.id
-                ),
-            });
-        }
-    }
-    let ready = store.ready(now, 5_000).await?;
-    let reasons = engine.explain_unpaused(&ready.tasks, Role::Auto).await?;
-    for (task, reason) in ready.tasks.iter().zip(reasons) {
-        match reason {
-            Err(hold @ Hold::Stalled(_)) => findings.push(Finding {
-                kind: "stalled",
-                task: Some(task.id.to_string()),
-                explanation: format!("ready, but {hold}"),
-                fix: format!(
-                    "add an [[action]] that accepts it to daicho.toml, or: daicho set {} --status dropped",
-                    task.id
-                ),
-            }),
-            Err(Hold::AwaitingApproval) => findings.push(Finding {
-                kind: "awaiting_approval",
-                task: Some(task.id.to_string()),
-                explanation: "external: waits for a person's approval".into(),
-                fix: format!("daicho approve {}   (or: daicho set {} --status dropped)", task.id, task.id),
-            }),
-            _ => {}
-        }
-    }
-    let parked =
-        store.list(ListFilter { statuses: vec![Status::NeedsHuman], ..ListFilter::default() }).await?;
-    for task in &parked {
-        findings.push(Finding {
-            kind: "needs_human",
-            task: Some(task.id.to_string()),
-            explanation: format!("parked after {} failures; see `daicho log {}`", task.failures, task.id),
-            fix: format!("daicho set {} --status pending --correction \"what to do differently\"", task.id),
-        });
-    }
-    let all = store.list(ListFilter::default()).await?;
-    let graph: BTreeMap<TaskId, Vec<TaskId>> = all.iter().map(|t| (t.id, t.deps.clone())).collect();
-    if let Some(cycle) = daicho_core::dag::find_cycle(&graph) {
-        let path: Vec<String> = cycle.iter().map(ToString::to_string).collect();
-        let (first, second) = (&path[0], path.get(1).unwrap_or(&path[0]));
-        findings.push(Finding {
-            kind: "cycle",
-            task: Some(first.clone()),
-            explanation: format!("dependency cycle: {} (none of them can ever be ready)", path.join(" → ")),
-            fix: format!("daicho set {first} --deps \"…\"   (its deps without {second})"),
-        });
-    }
+    let report = ctx.engine().await?.doctor().await?;
+    let findings = &report.findings;
     if ctx.json {
-        output::print_json(&serde_json::json!({ "findings": findings }))?;
+        output::print_json(&report)?;
     } else if findings.is_empty() {
         output::print("nothing stuck")?;
     } else {

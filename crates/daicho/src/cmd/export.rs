@@ -4,7 +4,6 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use daicho_core::format::{self, Format};
 use daicho_store::{ListFilter, Store};
 
@@ -59,7 +58,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             out.flush()?;
         }
         Some(path) => {
-            write_atomically(path, text.as_bytes())?;
+            daicho_engine::view::write_atomically(path, text.as_bytes())?;
             if ctx.json {
                 output::print_json(
                     &serde_json::json!({ "out": path.display().to_string(), "tasks": tasks.len() }),
@@ -70,21 +69,4 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes a file through a temporary file in the same directory and a rename.
-pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let name = path.file_name().context("--out names no file")?.to_string_lossy();
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result.with_context(|| format!("cannot write {}", path.display()))
 }

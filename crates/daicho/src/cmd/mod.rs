@@ -99,7 +99,11 @@ impl Context {
     ) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
         daicho_engine::supervise::use_ledger(crate::ledger::identity(&self.db));
         let spool = daicho_engine::spool::Spool::new(crate::ledger::spool_dir(&self.db));
-        Ok(self.engine_with(config).await?.with_stop(operator_stop(self.grace)?).with_spool(spool))
+        Ok(self
+            .engine_with(config)
+            .await?
+            .with_stop(daicho_engine::operator_stop(self.grace)?)
+            .with_spool(spool))
     }
 }
 
@@ -128,43 +132,10 @@ impl Context {
 
 /// Whether trying again later may help: the error is a temporary store fault.
 pub fn is_retryable(err: &anyhow::Error) -> bool {
-    err.chain().any(|c| c.downcast_ref::<daicho_store::StoreError>().is_some_and(|e| e.is_retryable()))
-}
-
-/// Listens for SIGINT and SIGTERM and moves the returned stop control along (S14).
-fn operator_stop(
-    grace: std::time::Duration,
-) -> anyhow::Result<tokio::sync::watch::Receiver<daicho_engine::Stop>> {
-    use daicho_engine::Stop;
-    use tokio::signal::unix::{SignalKind, signal};
-
-    let (tx, rx) = daicho_engine::stop_control();
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        tracing::warn!(
-            "stopping: nothing new is claimed; runs under way have {grace:?} to finish (signal again to stop them now)"
-        );
-        let _ = tx.send(Stop::Drain);
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-            () = tokio::time::sleep(grace) => {}
-        }
-        tracing::warn!("stopping now: runs under way are killed and their claims returned without a failure");
-        let _ = tx.send(Stop::Now);
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        // A third signal: the operator wants out, whatever is still waiting.
-        std::process::exit(130);
-    });
-    Ok(rx)
+    err.chain().any(|c| {
+        c.downcast_ref::<daicho_store::StoreError>().is_some_and(|e| e.is_retryable())
+            || c.downcast_ref::<daicho_engine::Error>().is_some_and(|e| e.is_retryable())
+    })
 }
 
 fn parse_grace(text: &str) -> anyhow::Result<std::time::Duration> {

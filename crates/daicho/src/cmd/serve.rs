@@ -3,13 +3,9 @@
 //! role runs once, under a lease in the ledger so that two `serve` processes on one ledger never
 //! run the same role at the same moment.
 
-use std::process::ExitCode;
-use std::time::Duration;
-
 use anyhow::bail;
-use daicho_engine::{Role, ScheduleConfig, Stop};
-use daicho_store::Store as _;
-use jiff::Timestamp;
+use daicho_engine::schedule::{RoleOutcome, RoleRun, ScheduleOptions, ScheduleSink};
+use std::process::ExitCode;
 
 use super::Context;
 use crate::output;
@@ -57,7 +53,6 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     }
     // One ledger connection (pool) and one configuration for the web server and the schedule.
     let engine = std::sync::Arc::new(ctx.running_engine_patiently(config).await?);
-    let (store, config) = (engine.store(), engine.config());
     let metrics = std::sync::Arc::new(daicho_server::Metrics::default());
     let owner = daicho_engine::worker_name();
     // The web server starts first, so that a bad address or a missing token stops everything
@@ -67,12 +62,17 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         let (token, public_url) = (args.token.clone(), args.public_url.clone());
         server = Some(start_web(&engine, args.bind, token, public_url, ctx.ja, &metrics).await?);
     }
-    let outcome = schedule_loop(&args, ctx, &engine, store, config, &metrics, &owner).await;
+    let options = ScheduleOptions { now: args.now, once: args.once, owner };
+    let mut printer = Printer { json: ctx.json, metrics: &metrics };
+    let outcome = engine
+        .run_schedule(&options, &mut printer)
+        .await
+        .map(|failed| if args.once && failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS });
     if let Some((stop, handle)) = server {
         let _ = stop.send(());
         handle.await??;
     }
-    outcome
+    Ok(outcome?)
 }
 
 /// A running web server: send on the channel to stop it, then await the handle.
@@ -107,154 +107,42 @@ pub async fn start_web(
     Ok((stop_tx, handle))
 }
 
-/// Runs the schedule (and, with `--now`, a first round) until stopped.
-async fn schedule_loop(
-    args: &Args,
-    ctx: &Context,
-    engine: &daicho_engine::Engine<crate::ledger::AnyStore>,
-    store: &crate::ledger::AnyStore,
-    config: &daicho_engine::Config,
-    metrics: &daicho_server::Metrics,
-    owner: &str,
-) -> anyhow::Result<ExitCode> {
-    let mut failed = 0;
-    if args.now {
-        for schedule in &config.schedules {
-            if engine.stop_level() >= Stop::Drain {
-                break;
-            }
-            match run_role(ctx, engine, store, config, metrics, schedule, owner, Timestamp::now()).await {
-                Ok(n) => failed += n,
-                // One role's failure (the store out of reach, say) does not stop the others.
-                Err(e) => {
-                    tracing::error!(role = %schedule.role, "{e:#}");
-                    failed += 1;
-                }
-            }
-        }
-        if args.once {
-            return Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS });
-        }
-    }
-    if config.schedules.is_empty() {
-        // The web UI only.
-        engine.wait_stop(Stop::Drain).await;
-        return Ok(ExitCode::SUCCESS);
-    }
-    loop {
-        // An operator's stop (S14): the round under way claims nothing new, its runs drain.
-        if engine.stop_level() >= Stop::Drain {
-            return Ok(ExitCode::SUCCESS);
-        }
-        let tz = jiff::tz::TimeZone::system();
-        let now = Timestamp::now();
-        let local = now.to_zoned(tz.clone()).datetime();
-        let next = config
-            .schedules
-            .iter()
-            .filter_map(|s| s.cron.next_after(local).map(|t| (t, s)))
-            .min_by_key(|(t, _)| *t);
-        let Some((at, _)) = next else { bail!("no schedule has a next time") };
-        let when = tz.to_timestamp(at).unwrap_or(now);
-        let wait = Duration::try_from(when.duration_since(now)).unwrap_or_default();
-        tracing::info!(next = %at, "waiting for the next scheduled role");
-        tokio::select! {
-            () = engine.wait_stop(Stop::Drain) => return Ok(ExitCode::SUCCESS),
-            () = tokio::time::sleep(wait) => {}
-        }
-        // Every role due at this minute runs, in the file's order.
-        for schedule in config.schedules.iter().filter(|s| s.cron.next_after(local) == Some(at)) {
-            if let Err(e) = run_role(ctx, engine, store, config, metrics, schedule, owner, when).await {
-                tracing::error!(role = %schedule.role, "{e:#}");
-            }
-        }
-    }
+/// Prints every role run (a line, or JSON with `--json`) and counts it in `/metrics`.
+struct Printer<'a> {
+    json: bool,
+    metrics: &'a daicho_server::Metrics,
 }
 
-/// Runs one role, fired at `fired`, under its lease; returns 1 when it reported a failure. Its
-/// duration and what it left over go to `/metrics`.
-#[allow(clippy::too_many_arguments)]
-async fn run_role(
-    ctx: &Context,
-    engine: &daicho_engine::Engine<crate::ledger::AnyStore>,
-    store: &crate::ledger::AnyStore,
-    config: &daicho_engine::Config,
-    metrics: &daicho_server::Metrics,
-    schedule: &ScheduleConfig,
-    owner: &str,
-    fired: Timestamp,
-) -> anyhow::Result<usize> {
-    let now = Timestamp::now();
-    let until = now + schedule.budget + jiff::SignedDuration::from_mins(1);
-    if !store.lease_role(&schedule.role, owner, now, until).await? {
-        let note = serde_json::json!({ "role": schedule.role, "skipped": "another serve holds this role" });
-        if ctx.json {
-            output::print_json(&note)?;
-        } else {
-            output::print(&format!("{}: skipped, another serve holds this role", schedule.role))?;
-        }
-        return Ok(0);
-    }
-    let budget = Duration::try_from(schedule.budget).unwrap_or(Duration::from_secs(1800));
-    let started = std::time::Instant::now();
-    let outcome = async {
-        // (failed, truncated)
-        let figures = match schedule.role.as_str() {
-            "view" => {
-                let report = super::view::write_files(store, config).await?;
-                if ctx.json {
-                    output::print_json(&report)?;
-                } else {
-                    output::print(&format!("view: wrote {}", report["written"]))?;
-                }
-                (0, 0)
+impl ScheduleSink for Printer<'_> {
+    fn role(&mut self, run: &RoleRun) {
+        let name = run.role.as_str();
+        let printed = match &run.outcome {
+            RoleOutcome::Skipped if self.json => output::print_json(
+                &serde_json::json!({ "role": name, "skipped": "another serve holds this role" }),
+            ),
+            RoleOutcome::Skipped => output::print(&format!("{name}: skipped, another serve holds this role")),
+            RoleOutcome::View(report) if self.json => output::print_json(report),
+            RoleOutcome::View(report) => output::print(&super::sweep::view_text(report)),
+            RoleOutcome::Sync(report) if self.json => output::print_json(report),
+            RoleOutcome::Sync(report) => {
+                output::print(&format!("sync: {}", super::sweep::sync_text(report).replace('\n', "; ")))
             }
-            "sync" => {
-                let report = super::sweep::sync_sweep(store, config, schedule.max, budget).await?;
-                if ctx.json {
-                    output::print_json(&report)?;
-                } else {
-                    output::print(&format!(
-                        "sync: {}",
-                        super::sweep::sync_text(&report).replace('\n', "; ")
-                    ))?;
-                }
-                let truncated = report["truncated"].as_u64().unwrap_or(0) as usize;
-                (usize::from(report["failed"].as_u64().unwrap_or(0) > 0), truncated)
-            }
-            name => {
-                let role = if name == "auto" { Role::Auto } else { Role::RunRequested };
-                let deadline = std::time::Instant::now() + budget;
-                let report = engine
-                    .sweep_within(role, schedule.max.unwrap_or(role.default_max()), Some(deadline))
-                    .await?;
-                if ctx.json {
-                    output::print_json(&SweepJson::from(&report))?;
-                } else {
-                    output::print(&format!(
-                        "{name}: {} ran, {} held, {} queued for approval, {} lost runs counted, {} truncated{}",
-                        report.ran.len(),
-                        report.held.len(),
-                        report.queued.len(),
-                        report.lost.len(),
-                        report.truncated,
-                        report.paused.as_deref().map(|r| format!(" (paused: {r})")).unwrap_or_default()
-                    ))?;
-                }
-                (0, report.truncated)
-            }
+            RoleOutcome::Sweep(report) if self.json => output::print_json(&SweepJson::from(report)),
+            RoleOutcome::Sweep(report) => output::print(&format!(
+                "{name}: {} ran, {} held, {} queued for approval, {} lost runs counted, {} truncated{}",
+                report.ran.len(),
+                report.held.len(),
+                report.queued.len(),
+                report.lost.len(),
+                report.truncated,
+                report.paused.as_deref().map(|r| format!(" (paused: {r})")).unwrap_or_default()
+            )),
         };
-        anyhow::Ok(figures)
-    };
-    let result = outcome.await.map(|(failed, truncated)| {
-        metrics.record_sweep(&schedule.role, started.elapsed().as_secs_f64(), truncated);
-        failed
-    });
-    // Kept to the end of the minute it fired in (another serve firing at the same minute skips
-    // it), then free whatever happened, so the next time is not blocked.
-    let now = Timestamp::now();
-    store
-        .lease_role(&schedule.role, owner, now, (fired + jiff::SignedDuration::from_secs(60)).max(now))
-        .await?;
-    result
+        if let Err(e) = printed {
+            tracing::error!(role = %name, "{e:#}");
+        }
+        if !matches!(run.outcome, RoleOutcome::Skipped) {
+            self.metrics.record_sweep(name, run.seconds, run.truncated());
+        }
+    }
 }

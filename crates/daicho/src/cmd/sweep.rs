@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use daicho_engine::Role;
+use daicho_engine::sync::SyncSweepReport;
 
 use super::Context;
 use crate::output;
@@ -47,11 +48,12 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         RoleArg::View => {
             let config = ctx.load_config()?;
             let store = crate::ledger::open(&ctx.db).await?;
-            let report = super::view::write_files(&store, &config).await?;
+            let today = jiff::Zoned::now().date();
+            let report = daicho_engine::view::write_files(&store, &config, today).await?;
             if ctx.json {
                 output::print_json(&report)?;
             } else {
-                output::print(&format!("view: wrote {}", report["written"]))?;
+                output::print(&view_text(&report))?;
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -103,59 +105,40 @@ async fn sync_role(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let budget = std::time::Duration::try_from(budget).context("--budget must be positive")?;
     let config = ctx.load_config()?;
     let store = crate::ledger::open(&ctx.db).await?;
-    let report = sync_sweep(&store, &config, args.max, budget).await?;
+    let mut progress = output::SyncProgress::default();
+    let clock = daicho_engine::clock::SystemClock;
+    let report =
+        daicho_engine::sync::sync_sweep(&store, &config, &clock, args.max, budget, &mut |p| progress.on(p))
+            .await?;
+    progress.finish();
     if ctx.json {
         output::print_json(&report)?;
     } else {
         output::print(&sync_text(&report))?;
     }
-    Ok(if report["failed"].as_u64().unwrap_or(0) > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if report.failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// One sync sweep: `{"role": "sync", "sources": […], "failed": n, "truncated": n}`.
-pub async fn sync_sweep(
-    store: &crate::ledger::AnyStore,
-    config: &daicho_engine::Config,
-    max: Option<usize>,
-    budget: std::time::Duration,
-) -> anyhow::Result<serde_json::Value> {
-    use daicho_store::Store as _;
-
-    let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
-    let cursor = store.cursor("sync").await?;
-    let order = daicho_core::schedule::round_robin(&names, cursor.as_deref(), max.unwrap_or(names.len()));
-    let picked: Vec<&daicho_engine::SourceConfig> = order.iter().map(|&i| &config.sources[i]).collect();
-    let deadline = std::time::Instant::now() + budget;
-    let results = super::sync::pull_all(store, config, &picked, Some(deadline)).await;
-    if let Some(last) = results.last() {
-        store.set_cursor("sync", &last.source).await?;
-    }
-    let truncated = names.len() - results.len();
-    let failed = results.iter().filter(|r| r.error.is_some()).count();
-    Ok(serde_json::json!({ "role": "sync", "sources": results, "failed": failed, "truncated": truncated }))
+/// A view role's report as text.
+pub fn view_text(report: &daicho_engine::view::ViewReport) -> String {
+    format!("view: wrote {}", serde_json::to_string(&report.written).unwrap_or_default())
 }
 
 /// A sync sweep's report as text.
-pub fn sync_text(report: &serde_json::Value) -> String {
-    let sources = report["sources"].as_array().cloned().unwrap_or_default();
-    let mut lines: Vec<String> = sources
+pub fn sync_text(report: &SyncSweepReport) -> String {
+    let mut lines: Vec<String> = report
+        .sources
         .iter()
-        .map(|r| match r["error"].as_str() {
-            Some(e) => format!("{}: FAILED: {e}", r["source"].as_str().unwrap_or("")),
-            None => format!(
-                "{}: {} added, {} updated, {} skipped",
-                r["source"].as_str().unwrap_or(""),
-                r["added"],
-                r["updated"],
-                r["skipped"]
-            ),
+        .map(|r| match &r.error {
+            Some(e) => format!("{}: FAILED: {e}", r.source),
+            None => format!("{}: {} added, {} updated, {} skipped", r.source, r.added, r.updated, r.skipped),
         })
         .collect();
     lines.push(format!(
         "{} sources synced, {} failed, {} left for the next sweep",
-        sources.len(),
-        report["failed"],
-        report["truncated"]
+        report.sources.len(),
+        report.failed,
+        report.truncated
     ));
     lines.join("\n")
 }

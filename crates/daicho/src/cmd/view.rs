@@ -1,10 +1,7 @@
 //! `daicho view`: the cross-project view (V1–V5).
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-use daicho_core::view::ViewOptions;
 
 use super::Context;
 use crate::output;
@@ -34,7 +31,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let text = build(&store, &config, args.format, args.per_project, args.out.is_none()).await?;
     match &args.out {
         Some(path) => {
-            super::export::write_atomically(path, text.as_bytes())?;
+            daicho_engine::view::write_atomically(path, text.as_bytes())?;
             if ctx.json {
                 output::print_json(&serde_json::json!({ "written": path.display().to_string() }))?;
             }
@@ -55,32 +52,7 @@ pub async fn build(
     use std::io::IsTerminal as _;
 
     let today = jiff::Zoned::now().date();
-    let dashboard_sources: BTreeSet<String> =
-        config.sources.iter().filter(|s| s.dashboard).map(|s| s.name.clone()).collect();
-    // Read in pages: memory stays bounded on a ledger of any size.
-    let view = daicho_store::cross_view(store, ViewOptions { per_project, today, dashboard_sources }).await?;
+    let view = daicho_engine::view::build(store, config, per_project, today).await?;
     let colour = to_terminal && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     render(&view, format, colour)
-}
-
-/// The view role (R1, V5): writes the `[view]` files (HTML and Markdown) atomically. Returns
-/// `{"role": "view", "written": [paths], "rows": n}`.
-pub async fn write_files(
-    store: &crate::ledger::AnyStore,
-    config: &daicho_engine::Config,
-) -> anyhow::Result<serde_json::Value> {
-    let mut written = Vec::new();
-    let targets =
-        [(config.view.html.as_ref(), ViewFormat::Html), (config.view.markdown.as_ref(), ViewFormat::Md)];
-    for (path, format) in targets {
-        let Some(path) = path else { continue };
-        let path = config.resolve(path);
-        let text = build(store, config, format, config.view.per_project, false).await?;
-        super::export::write_atomically(&path, text.as_bytes())?;
-        written.push(path.display().to_string());
-    }
-    if written.is_empty() {
-        anyhow::bail!("[view] names no html or markdown file to write");
-    }
-    Ok(serde_json::json!({ "role": "view", "written": written }))
 }

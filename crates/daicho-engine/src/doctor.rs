@@ -1,0 +1,140 @@
+//! Stuck states found and explained, each with the command that fixes it (F3).
+
+use std::collections::BTreeMap;
+
+use daicho_core::policy::Hold;
+use daicho_core::{Status, TaskId};
+use daicho_store::{ListFilter, Store, StoreError};
+use serde::Serialize;
+
+use crate::{Engine, Role};
+
+/// One stuck state.
+#[derive(Debug, Serialize)]
+pub struct Finding {
+    /// `paused`, `expired_lease`, `dead_owner`, `stalled`, `awaiting_approval`, `needs_human`
+    /// or `cycle`.
+    pub kind: &'static str,
+    /// The task, when the finding is about one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// What is wrong.
+    pub explanation: String,
+    /// The command that fixes it.
+    pub fix: String,
+}
+
+/// What `daicho doctor` found.
+#[derive(Debug, Serialize)]
+pub struct DoctorReport {
+    /// Every stuck state, nothing when all is well.
+    pub findings: Vec<Finding>,
+}
+
+impl<S: Store + 'static> Engine<S> {
+    /// Finds the stuck states: the kill switch on, runs whose lease expired (lost runs not yet
+    /// counted) or whose owner is gone, ready tasks nothing can run (stalled), external tasks
+    /// waiting for approval, tasks parked for a person, and dependency cycles.
+    ///
+    /// # Errors
+    ///
+    /// A store error.
+    pub async fn doctor(&self) -> Result<DoctorReport, StoreError> {
+        let store = self.store();
+        let now = self.now();
+        let mut findings = Vec::new();
+        if let Some(reason) = self.paused().await? {
+            findings.push(Finding {
+                kind: "paused",
+                task: None,
+                explanation: format!("the kill switch is on ({reason}): nothing runs"),
+                fix: "daicho resume   (and remove a PAUSED file beside daicho.toml, if there is one)".into(),
+            });
+        }
+        let running =
+            store.list(ListFilter { statuses: vec![Status::Running], ..ListFilter::default() }).await?;
+        for task in running.iter().filter(|t| t.lease.as_ref().is_none_or(|l| l.expires_at <= now)) {
+            let explanation = match &task.lease {
+                Some(lease) => format!(
+                    "running, but the lease of {} expired at {}: a lost run",
+                    lease.owner, lease.expires_at
+                ),
+                None => "running without a lease: a lost run".to_owned(),
+            };
+            findings.push(Finding {
+                kind: "expired_lease",
+                task: Some(task.id.to_string()),
+                explanation,
+                fix: "daicho sweep --role run-requested --max 0   (counts every lost run as one failure; runs nothing)".into(),
+            });
+        }
+        for task in running.iter().filter(|t| t.lease.as_ref().is_some_and(|l| l.expires_at > now)) {
+            let Some(lease) = &task.lease else { continue };
+            if crate::owner_is_gone(&lease.owner) {
+                findings.push(Finding {
+                    kind: "dead_owner",
+                    task: Some(task.id.to_string()),
+                    explanation: format!(
+                        "running under {}, a process of this machine that is gone: the run is lost (its lease ends at {})",
+                        lease.owner, lease.expires_at
+                    ),
+                    fix: format!(
+                        "wait until {} and `daicho sweep --role run-requested --max 0` counts it as a lost run, or return it now: daicho set {} --status pending",
+                        lease.expires_at, task.id
+                    ),
+                });
+            }
+        }
+        let ready = store.ready(now, 5_000).await?;
+        let reasons = self.explain_unpaused(&ready.tasks, Role::Auto).await?;
+        for (task, reason) in ready.tasks.iter().zip(reasons) {
+            match reason {
+                Err(hold @ Hold::Stalled(_)) => findings.push(Finding {
+                    kind: "stalled",
+                    task: Some(task.id.to_string()),
+                    explanation: format!("ready, but {hold}"),
+                    fix: format!(
+                        "add an [[action]] that accepts it to daicho.toml, or: daicho set {} --status dropped",
+                        task.id
+                    ),
+                }),
+                Err(Hold::AwaitingApproval) => findings.push(Finding {
+                    kind: "awaiting_approval",
+                    task: Some(task.id.to_string()),
+                    explanation: "external: waits for a person's approval".into(),
+                    fix: format!("daicho approve {}   (or: daicho set {} --status dropped)", task.id, task.id),
+                }),
+                _ => {}
+            }
+        }
+        let parked =
+            store.list(ListFilter { statuses: vec![Status::NeedsHuman], ..ListFilter::default() }).await?;
+        for task in &parked {
+            findings.push(Finding {
+                kind: "needs_human",
+                task: Some(task.id.to_string()),
+                explanation: format!("parked after {} failures; see `daicho log {}`", task.failures, task.id),
+                fix: format!(
+                    "daicho set {} --status pending --correction \"what to do differently\"",
+                    task.id
+                ),
+            });
+        }
+        let all = store.list(ListFilter::default()).await?;
+        let graph: BTreeMap<TaskId, Vec<TaskId>> = all.iter().map(|t| (t.id, t.deps.clone())).collect();
+        if let Some(cycle) = daicho_core::dag::find_cycle(&graph) {
+            let path: Vec<String> = cycle.iter().map(ToString::to_string).collect();
+            let (first, second) = (&path[0], path.get(1).unwrap_or(&path[0]));
+            findings.push(Finding {
+                kind: "cycle",
+                task: Some(first.clone()),
+                explanation: format!(
+                    "dependency cycle: {} (none of them can ever be ready)",
+                    path.join(" → ")
+                ),
+                fix: format!("daicho set {first} --deps \"…\"   (its deps without {second})"),
+            });
+        }
+        Ok(DoctorReport { findings })
+    }
+}

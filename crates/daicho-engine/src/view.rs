@@ -1,0 +1,194 @@
+//! The cross-project view (V1–V5) read from the ledger and drawn as Markdown or HTML, and the
+//! view role, which writes the `[view]` files atomically.
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::path::Path;
+
+use daicho_core::view::{CrossView, Mark, ViewOptions, dashboard_text, more_text};
+use daicho_store::Store;
+use serde::Serialize;
+
+use crate::{Config, Error};
+
+/// What the view role wrote (fields in the order the JSON has always had).
+#[derive(Debug, Serialize)]
+pub struct ViewReport {
+    /// Always `view`.
+    pub role: &'static str,
+    /// The files written.
+    pub written: Vec<String>,
+}
+
+/// Reads the cross view of the ledger in keyset pages (memory stays bounded on a ledger of any
+/// size), as of `today`.
+pub async fn build<S: Store>(
+    store: &S,
+    config: &Config,
+    per_project: usize,
+    today: jiff::civil::Date,
+) -> Result<CrossView, Error> {
+    let dashboard_sources: BTreeSet<String> =
+        config.sources.iter().filter(|s| s.dashboard).map(|s| s.name.clone()).collect();
+    Ok(daicho_store::cross_view(store, ViewOptions { per_project, today, dashboard_sources }).await?)
+}
+
+/// The view role (R1, V5): writes the `[view]` files (HTML and Markdown) atomically.
+pub async fn write_files<S: Store>(
+    store: &S,
+    config: &Config,
+    today: jiff::civil::Date,
+) -> Result<ViewReport, Error> {
+    let mut written = Vec::new();
+    type Draw = fn(&CrossView) -> String;
+    let targets: [(Option<&std::path::PathBuf>, Draw); 2] =
+        [(config.view.html.as_ref(), html), (config.view.markdown.as_ref(), markdown)];
+    for (path, draw) in targets {
+        let Some(path) = path else { continue };
+        let path = config.resolve(path);
+        let view = build(store, config, config.view.per_project, today).await?;
+        write_atomically(&path, draw(&view).as_bytes())?;
+        written.push(path.display().to_string());
+    }
+    if written.is_empty() {
+        return Err(Error::Invalid("[view] names no html or markdown file to write".into()));
+    }
+    Ok(ViewReport { role: "view", written })
+}
+
+/// Writes `bytes` to `path` through a temporary file beside it and a rename, so a reader sees
+/// the old file or the new one, never half of one.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let failed = |cause| Error::Write { path: path.display().to_string(), cause };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name =
+        path.file_name().ok_or_else(|| Error::Invalid("--out names no file".into()))?.to_string_lossy();
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result.map_err(failed)
+}
+
+/// A mark's word.
+pub fn mark_word(mark: Mark) -> &'static str {
+    match mark {
+        Mark::Overdue => "overdue",
+        Mark::Review => "review",
+        Mark::NeedsHuman => "needs_human",
+    }
+}
+
+/// The marks of a row, space-separated.
+pub fn marks(marks: &[Mark]) -> String {
+    marks.iter().map(|m| mark_word(*m)).collect::<Vec<_>>().join(" ")
+}
+
+/// A due date as text (empty when undated).
+pub fn due(d: Option<jiff::civil::Date>) -> String {
+    d.map(|d| d.to_string()).unwrap_or_default()
+}
+
+/// A Markdown table cell: pipes and backslashes escaped, HTML neutralised (Markdown renderers
+/// pass raw HTML through), one line.
+fn md_cell(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+}
+
+/// The view as a Markdown document.
+pub fn markdown(view: &CrossView) -> String {
+    let mut out = String::from("# Open work\n\n");
+    if view.rows.is_empty() {
+        out.push_str("No open work.\n");
+    } else {
+        out.push_str("| | id | project | status | due | title | assignee |\n|---|---|---|---|---|---|---|\n");
+        for row in &view.rows {
+            let flag =
+                row.marks.iter().map(|m| format!("**{}**", mark_word(*m))).collect::<Vec<_>>().join(" ");
+            out.push_str(&format!(
+                "| {flag} | {} | {} | {} | {} | {} | {} |\n",
+                row.id,
+                md_cell(&row.project),
+                row.status.as_str(),
+                due(row.due),
+                md_cell(&row.title),
+                md_cell(&row.assignee)
+            ));
+        }
+    }
+    if !view.dashboards.is_empty() || !view.more.is_empty() {
+        out.push('\n');
+    }
+    for d in &view.dashboards {
+        out.push_str(&format!("- {}\n", md_cell(&dashboard_text(d))));
+    }
+    for more in &view.more {
+        out.push_str(&format!("- {}\n", md_cell(&more_text(more))));
+    }
+    out
+}
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse}\
+th,td{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}\
+tr.overdue td{background:#fde8e8}tr.review td{background:#fff6d6}tr.needs_human td{background:#f1e4fb}\
+.mark{font-weight:bold;white-space:nowrap}.more,.dashboard{color:#444}";
+
+/// The view as a standalone HTML page.
+pub fn html(view: &CrossView) -> String {
+    let mut out = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Open work</title><style>{STYLE}</style></head><body>\n<h1>Open work</h1>\n"
+    );
+    if view.rows.is_empty() {
+        out.push_str("<p>No open work.</p>\n");
+    } else {
+        out.push_str("<table>\n<thead><tr><th></th><th>id</th><th>project</th><th>status</th><th>due</th><th>title</th><th>assignee</th></tr></thead>\n<tbody>\n");
+        for row in &view.rows {
+            let class = row.marks.iter().map(|m| mark_word(*m)).collect::<Vec<_>>().join(" ");
+            out.push_str(&format!(
+                "<tr class=\"{class}\"><td class=\"mark\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                escape(&marks(&row.marks)),
+                escape(&row.id),
+                escape(&row.project),
+                row.status.as_str(),
+                due(row.due),
+                escape(&row.title),
+                escape(&row.assignee)
+            ));
+        }
+        out.push_str("</tbody>\n</table>\n");
+    }
+    for d in &view.dashboards {
+        out.push_str(&format!("<p class=\"dashboard\">{}</p>\n", escape(&dashboard_text(d))));
+    }
+    for more in &view.more {
+        out.push_str(&format!("<p class=\"more\">{}</p>\n", escape(&more_text(more))));
+    }
+    out.push_str("</body></html>\n");
+    out
+}
