@@ -103,7 +103,9 @@ pub enum UnknownDeps {
     /// Refuse the whole batch (push, import, add).
     #[default]
     Refuse,
-    /// Keep the row; it shows as blocked by a missing task (pull sources).
+    /// Keep the row; it shows as blocked by a missing task. No command uses it today: a pull
+    /// source's unknown dep is refused like any other input's (X4); the contract keeps it
+    /// tested for a caller that must hold such a row.
     Keep,
 }
 

@@ -15,7 +15,8 @@ use crate::cmd;
 #[derive(Debug, Parser)]
 #[command(name = "daicho", version, propagate_version = true, max_term_width = 100)]
 pub struct Cli {
-    /// The ledger: a SQLite file. Default: .daicho/ledger.db under the current directory.
+    /// The ledger: a SQLite file, or a PostgreSQL URL (postgres://…). Default: .daicho/ledger.db
+    /// under the current directory.
     #[arg(long, global = true, env = "DAICHO_DB", value_name = "PATH")]
     pub db: Option<PathBuf>,
 

@@ -155,7 +155,7 @@ async fn model_based_walks_keep_every_ledger_invariant() {
     if skip() {
         return;
     }
-    daicho_store::model::model_based_walks_keep_every_ledger_invariant(PgBackend::fresh).await;
+    daicho_store::model::model_based_walks_keep_every_ledger_invariant(16, PgBackend::fresh).await;
 }
 
 /// F2: an old-form purge entry (written before the record was versioned and before newer `Task`

@@ -67,7 +67,7 @@ mod sqlite_specifics {
 }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_based_walks_keep_every_ledger_invariant() {
-    daicho_store::model::model_based_walks_keep_every_ledger_invariant(SqliteBackend::temp).await;
+    daicho_store::model::model_based_walks_keep_every_ledger_invariant(48, SqliteBackend::temp).await;
 }
 
 /// F2: an old-form purge entry (written before the record was versioned and before newer `Task`

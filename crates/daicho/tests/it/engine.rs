@@ -539,6 +539,10 @@ fn c1_c3_the_llm_request_carries_the_correction_only_for_its_own_task() {
 fn d3_s4_a_worker_killed_20_times_never_redoes_a_recorded_completion() {
     let ledger = Ledger::new();
     let pids = logged_steps(&ledger, "0.07");
+    // 20 kills may land on one task of a chain three times on a loaded machine; parking it (S3)
+    // would block its dependents and say nothing of D3, so the cap is out of the kills' reach.
+    let toml = std::fs::read_to_string(ledger.dir.path().join("daicho.toml")).unwrap();
+    config(&ledger, &toml.replace("[policy]\n", "[policy]\nmax_failures = 25\n"));
     // A 50-task DAG: each waits for its predecessor (mostly) and for the task at half its index.
     let tasks: Vec<String> = (1..=50)
         .map(|i| {
