@@ -43,7 +43,7 @@ pub enum DagError {
         origin: Option<usize>,
     },
     /// The edges would close a cycle; `path` starts and ends with the same id.
-    #[error("dependency cycle: {}", CyclePath(path))]
+    #[error("dependency cycle{}: {}", CycleLength(path), CyclePath(path))]
     Cycle {
         /// The cycle, first id repeated at the end.
         path: Vec<TaskId>,
@@ -61,19 +61,40 @@ impl DagError {
     }
 }
 
-/// Formats a cycle path as `T-0001 → T-0002 → T-0001`.
+/// The ids a long cycle's message shows at each end.
+const CYCLE_ENDS: usize = 4;
+
+/// Formats a cycle path as `T-0001 → T-0002 → T-0001`; a long one as its first and last few
+/// ids around `… (N more) …`, so a cycle through 100,000 tasks is still a one-line message.
 #[derive(Debug)]
 pub struct CyclePath<'a>(pub &'a [TaskId]);
 
 impl fmt::Display for CyclePath<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, id) in self.0.iter().enumerate() {
+        let path = self.0;
+        let long = path.len() > 2 * CYCLE_ENDS + 1;
+        for (i, id) in path.iter().enumerate() {
+            if long && i == CYCLE_ENDS {
+                write!(f, " → … ({} more) …", path.len() - 2 * CYCLE_ENDS)?;
+            }
+            if long && (CYCLE_ENDS..path.len() - CYCLE_ENDS).contains(&i) {
+                continue;
+            }
             if i > 0 {
                 f.write_str(" → ")?;
             }
             write!(f, "{id}")?;
         }
         Ok(())
+    }
+}
+
+/// ` of N tasks` for a cycle too long to show whole; nothing for one shown whole.
+struct CycleLength<'a>(&'a [TaskId]);
+
+impl fmt::Display for CycleLength<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.len() > 2 * CYCLE_ENDS + 1 { write!(f, " of {} tasks", self.0.len() - 1) } else { Ok(()) }
     }
 }
 
@@ -232,6 +253,18 @@ mod tests {
         let tasks = vec![task(1, Status::Pending, &[99]), later];
         assert!(ready(&tasks, now()).is_empty());
         assert_eq!(ready(&tasks, now() + jiff::SignedDuration::from_secs(60)), [id(2)]);
+    }
+
+    #[test]
+    fn d2_a_long_cycle_is_named_by_its_length_and_ends() {
+        let n = 100_000u64;
+        let path: Vec<TaskId> = (1..=n).chain([1]).map(id).collect();
+        let message = DagError::Cycle { path, origin: None }.to_string();
+        assert_eq!(
+            message,
+            "dependency cycle of 100000 tasks: T-0001 → T-0002 → T-0003 → T-0004 → … (99993 more) … → \
+             T-99998 → T-99999 → T-100000 → T-0001"
+        );
     }
 
     #[test]

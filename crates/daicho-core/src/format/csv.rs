@@ -63,11 +63,20 @@ fn column_of(header: &str) -> Option<&'static str> {
 /// An [`InputError`] for an unknown or duplicated column, a missing `title` column, a row with
 /// the wrong number of fields, or a bad value, at the line where it stands.
 pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = crate::error::without_bom(text);
+    if let Some(line) = unterminated_quote(text) {
+        return Err(InputError::new(
+            file,
+            Some(line),
+            "unterminated quote: the quoted field opened here never closes",
+        ));
+    }
     let mut reader =
         ::csv::ReaderBuilder::new().has_headers(true).flexible(false).from_reader(text.as_bytes());
+    // Lines are counted from byte offsets, so CRLF files number their lines as an editor does.
+    let mut lines = Lines { text: text.as_bytes(), offset: 0, line: 1 };
     let csv_error = |e: ::csv::Error| {
-        let line = e.position().map(|p| p.line() as usize).unwrap_or(1);
+        let line = e.position().map(|p| Lines::of(text.as_bytes(), p.byte() as usize)).unwrap_or(1);
         let reason = match e.kind() {
             ::csv::ErrorKind::UnequalLengths { expected_len, len, .. } => {
                 format!("row has {len} fields but the header has {expected_len}")
@@ -92,7 +101,7 @@ pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item
     let mut items = Vec::new();
     for record in reader.records() {
         let record = record.map_err(csv_error)?;
-        let line = record.position().map(|p| p.line() as usize).unwrap_or(0);
+        let line = record.position().map(|p| lines.at(p.byte() as usize)).unwrap_or(0);
         let mut item = Item { line: Some(line), ..Item::default() };
         for (column, value) in columns.iter().zip(record.iter()) {
             set_column(&mut item, column, value).map_err(|reason| {
@@ -108,6 +117,62 @@ pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item
         items.push(finish_item(item, defaults, file)?);
     }
     Ok(items)
+}
+
+/// The line a byte offset stands on, counted forward: records come in increasing order, so each
+/// byte is counted once.
+struct Lines<'a> {
+    text: &'a [u8],
+    offset: usize,
+    line: usize,
+}
+
+impl Lines<'_> {
+    fn at(&mut self, byte: usize) -> usize {
+        let mut byte = byte.min(self.text.len());
+        // The reader ends a record at `\r`, so in a CRLF file the next one "starts" at the `\n`:
+        // a record never starts with a line break, so the line is the one after it.
+        while matches!(self.text.get(byte), Some(b'\r' | b'\n')) {
+            byte += 1;
+        }
+        if byte < self.offset {
+            (self.offset, self.line) = (0, 1);
+        }
+        self.line += self.text[self.offset..byte].iter().filter(|&&b| b == b'\n').count();
+        self.offset = byte;
+        self.line
+    }
+
+    fn of(text: &[u8], byte: usize) -> usize {
+        Lines { text, offset: 0, line: 1 }.at(byte)
+    }
+}
+
+/// The line of a quoted field that never closes, if there is one (the CSV reader would take
+/// the rest of the file as its value). A quote opens a field only at the field's start; inside
+/// one, `""` is a quote character.
+fn unterminated_quote(text: &str) -> Option<usize> {
+    let (mut line, mut opened_at) = (1, 0);
+    let (mut quoted, mut field_start) = (false, true);
+    let mut bytes = text.bytes().peekable();
+    while let Some(b) = bytes.next() {
+        if quoted {
+            if b == b'"' {
+                if bytes.peek() == Some(&b'"') {
+                    bytes.next();
+                } else {
+                    quoted = false;
+                }
+            }
+        } else if b == b'"' && field_start {
+            (quoted, opened_at) = (true, line);
+        }
+        if b == b'\n' {
+            line += 1;
+        }
+        field_start = !quoted && matches!(b, b',' | b'\n' | b'\r');
+    }
+    quoted.then_some(opened_at)
 }
 
 fn set_column(item: &mut Item, column: &str, value: &str) -> Result<(), String> {
@@ -224,5 +289,25 @@ mod tests {
             assert!(err.reason.contains(reason), "{text:?}: {err}");
             assert_eq!(err.line, Some(line), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn x4_crlf_files_name_the_right_line() {
+        let text = "title,status\r\na,pending\r\nb,pending\r\nc,finished\r\n";
+        let err = parse(text, "s.csv", &defaults()).unwrap_err();
+        assert_eq!(err.line, Some(4), "{err}");
+        let ok = parse("title\r\na\r\n\"two\r\nlines\"\r\nc\r\n", "s.csv", &defaults()).unwrap();
+        let lines: Vec<Option<usize>> = ok.iter().map(|i| i.line).collect();
+        assert_eq!(lines, [Some(2), Some(3), Some(5)], "a quoted line break counts as a line");
+    }
+
+    #[test]
+    fn x4_an_unterminated_quote_is_refused_at_its_line() {
+        let err =
+            parse("id,title\nT-0,fine\nT-1,\"unterminated\nT-2,more\n", "s.csv", &defaults()).unwrap_err();
+        assert_eq!(err.to_string(), "s.csv:3: unterminated quote: the quoted field opened here never closes");
+        // Doubled quotes inside a quoted field, and a quote inside an unquoted one, are fine.
+        let ok = parse("title,body\n\"say \"\"hi\"\"\",5\" tall\n", "s.csv", &defaults()).unwrap();
+        assert_eq!((ok[0].title.as_str(), ok[0].body.as_str()), ("say \"hi\"", "5\" tall"));
     }
 }

@@ -167,7 +167,7 @@ pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item
 /// An [`InputError`] at the line with bad JSON or a bad field.
 pub fn parse_lines(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
     let mut items = Vec::new();
-    for (index, line) in text.lines().enumerate() {
+    for (index, line) in crate::error::without_bom(text).lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
@@ -378,5 +378,18 @@ mod tests {
             assert!(err.reason.contains(reason), "{text:?}: {err}");
             assert_eq!(err.line, Some(line), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn x4_json_lines_with_a_byte_order_mark_parse() {
+        let defaults = ItemDefaults { source: "inbox".into(), project: String::new() };
+        let items = parse_lines(
+            "\u{feff}{\"title\": \"first\"}\r\n{\"title\": \"second\"}\r\n",
+            "in.jsonl",
+            &defaults,
+        )
+        .unwrap();
+        let titles: Vec<&str> = items.iter().map(|i| i.title.as_str()).collect();
+        assert_eq!(titles, ["first", "second"]);
     }
 }

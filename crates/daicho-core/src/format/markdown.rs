@@ -27,7 +27,7 @@ const EXTERNAL_WORDS: [&str; 6] = ["対外", "承認必須", "不可逆", "支�
 /// or a bad value, at the line where it stands.
 pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
     let mut items = Vec::new();
-    for (index, line) in text.lines().enumerate() {
+    for (index, line) in crate::error::without_bom(text).lines().enumerate() {
         let number = index + 1;
         if let Some(item) =
             parse_line(line, number).map_err(|reason| InputError::new(file, Some(number), reason))?
@@ -463,5 +463,13 @@ mod tests {
         assert_eq!((item.due, item.priority, item.failures, item.run), (task.due, -2, 2, true));
         assert_eq!(item.correction, task.correction);
         assert_eq!(item.source, "src");
+    }
+
+    #[test]
+    fn x4_a_byte_order_mark_does_not_hide_the_first_task() {
+        let defaults = ItemDefaults { source: "plan".into(), project: String::new() };
+        let items = parse("\u{feff}- [ ] first\r\n- [ ] second\r\n", "tasks.md", &defaults).unwrap();
+        let titles: Vec<(&str, Option<usize>)> = items.iter().map(|i| (i.title.as_str(), i.line)).collect();
+        assert_eq!(titles, [("first", Some(1)), ("second", Some(2))]);
     }
 }
