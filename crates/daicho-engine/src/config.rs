@@ -588,6 +588,40 @@ impl Config {
         Ok(Config { actions, policy, sources, dir: PathBuf::new(), schedules, view })
     }
 
+    /// The configuration file in force: `explicit` (`--config`), else `daicho.toml` in the
+    /// current directory when it exists.
+    pub fn in_force(explicit: Option<&Path>) -> Option<PathBuf> {
+        explicit.map(Path::to_owned).or_else(|| {
+            let default = PathBuf::from("daicho.toml");
+            default.exists().then_some(default)
+        })
+    }
+
+    /// The kill switch's `PAUSED` file (S8): beside the configuration file, else in the current
+    /// directory.
+    pub fn pause_file(config_file: Option<&Path>) -> PathBuf {
+        let dir = config_file.and_then(Path::parent).unwrap_or(Path::new(""));
+        dir.join("PAUSED")
+    }
+
+    /// Loads the configuration file (an empty configuration without one), layers the
+    /// environment over it and checks what the environment must provide (I6).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the file or the variable, the line and the reason.
+    pub fn load_layered(
+        file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String> + Copy,
+    ) -> Result<Config, ConfigError> {
+        let Some(path) = file else {
+            return Config::default().with_env(env);
+        };
+        let config = Config::load(path)?.with_env(env)?;
+        config.check_environment(&path.display().to_string(), env)?;
+        Ok(config)
+    }
+
     /// Layers the environment over the file (I6: defaults → file → `DAICHO_*` → flags):
     /// `DAICHO_MAX_FAILURES`, `DAICHO_LEASE` and `DAICHO_DAILY_CAP` replace the `[policy]` values.
     /// Pure: `env` looks a variable up.

@@ -12,6 +12,7 @@ pub mod config;
 pub mod doctor;
 mod error;
 pub mod executor;
+pub mod input;
 pub mod llm;
 pub mod plan;
 pub mod remote;
@@ -21,6 +22,7 @@ pub mod sources;
 pub mod spool;
 pub mod supervise;
 pub mod sync;
+mod text;
 pub mod view;
 mod work;
 

@@ -6,15 +6,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use daicho_core::aggregate::aggregate;
-use daicho_core::error::decode_utf8;
-use daicho_core::format::{self, Format, ItemDefaults};
+use daicho_core::format::{Format, ItemDefaults};
 use daicho_core::{InputError, Item};
 
 use crate::config::{Config, SourceConfig, SourceKind};
+use crate::input::{self, MAX_INPUT_BYTES};
 use crate::runner;
-
-/// The largest input a source may give (256 MiB).
-const MAX_SOURCE_BYTES: u64 = 256 << 20;
 
 /// What a source gave.
 #[derive(Clone, Debug)]
@@ -52,8 +49,7 @@ pub async fn pull(config: &Config, source: &SourceConfig) -> Result<Pulled, Inpu
             let name = format!("<command {}>", source.name);
             let timeout = Duration::try_from(*timeout).unwrap_or(Duration::from_secs(300));
             let bytes = run(argv, &config.dir, timeout, &name).await?;
-            let text = decode_utf8(&bytes, &name)?;
-            (format::parse(Format::Json, text, &name, &defaults)?, argv.join(" "))
+            (input::parse(&name, &bytes, Format::Json, &defaults)?, argv.join(" "))
         }
     };
     let read = items.len();
@@ -65,22 +61,8 @@ pub async fn pull(config: &Config, source: &SourceConfig) -> Result<Pulled, Inpu
 
 async fn read_file(path: &Path, format: Format, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
     let name = path.display().to_string();
-    let (path, defaults, file) = (path.to_owned(), defaults.clone(), name.clone());
-    let read = move || {
-        let unreadable = |e: std::io::Error| InputError::new(&file, None, format!("cannot read: {e}"));
-        let size = std::fs::metadata(&path).map_err(unreadable)?.len();
-        if size > MAX_SOURCE_BYTES {
-            return Err(InputError::new(
-                &file,
-                None,
-                format!("{size} bytes, larger than the limit of {MAX_SOURCE_BYTES}"),
-            ));
-        }
-        let bytes = std::fs::read(&path).map_err(unreadable)?;
-        let text = decode_utf8(&bytes, &file)?;
-        format::parse(format, text, &file, &defaults)
-    };
-    tokio::task::spawn_blocking(read)
+    let (path, defaults) = (path.to_owned(), defaults.clone());
+    tokio::task::spawn_blocking(move || input::load(&path, format, &defaults))
         .await
         .map_err(|e| InputError::new(&name, None, format!("reading failed: {e}")))?
 }
@@ -96,7 +78,7 @@ async fn run(argv: &[String], dir: &Path, timeout: Duration, name: &str) -> Resu
         env: Vec::new(),
         input: Vec::new(),
         timeout,
-        stdout_cap: MAX_SOURCE_BYTES as usize,
+        stdout_cap: MAX_INPUT_BYTES as usize,
         stderr_cap: 64 << 10,
     };
     let ended = runner::run(spec).await.map_err(|e| match e {
@@ -105,8 +87,8 @@ async fn run(argv: &[String], dir: &Path, timeout: Duration, name: &str) -> Resu
         }
         e => fail(e.to_string()),
     })?;
-    if ended.stdout.total as u64 > MAX_SOURCE_BYTES {
-        return Err(fail(format!("printed more than {MAX_SOURCE_BYTES} bytes")));
+    if ended.stdout.total as u64 > MAX_INPUT_BYTES {
+        return Err(fail(format!("printed more than {MAX_INPUT_BYTES} bytes")));
     }
     if !ended.status.success() {
         return Err(fail(format!("exited with {}", ended.failure(1))));

@@ -67,6 +67,25 @@ pub fn supervisor() -> Option<&'static Path> {
 /// How often the supervisor looks at the executor and the control pipe.
 const TICK: Duration = Duration::from_millis(20);
 
+/// The first call of the `daicho` binary. When this process was started as a supervisor
+/// (`daicho __supervise -- PROGRAM ARGS…`) it runs it and returns its exit code. Otherwise it
+/// makes every later command run go through this same binary as supervisor, through
+/// `/proc/self/exe` where it exists so that an upgrade that replaced the file still starts the
+/// running version, and returns `None`: no executor outlives its claim.
+pub fn enter() -> Option<u8> {
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == SUBCOMMAND) {
+        let argv: Vec<OsString> = args.skip_while(|a| a != "--").skip(1).collect();
+        return Some(main(argv).clamp(0, 255) as u8);
+    }
+    let proc_exe = PathBuf::from("/proc/self/exe");
+    match proc_exe.exists() {
+        true => use_supervisor(proc_exe),
+        false => use_supervisor(std::env::current_exe().ok()?),
+    }
+    None
+}
+
 /// Runs the supervisor: `argv` is the executor's program and arguments. Returns the exit code
 /// when it does not end by the executor's signal.
 pub fn main(argv: Vec<OsString>) -> i32 {

@@ -27,8 +27,8 @@ pub struct WorkOptions {
     pub once: bool,
 }
 
-/// What a worker did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What a worker did (fields in the order the JSON has always had).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct WorkTotals {
     /// Runs whose end was recorded or lost.
     pub ran: usize,

@@ -165,6 +165,45 @@ impl Bound {
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
         axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await
     }
+
+    /// Serves in the background until [`Running::stop`].
+    ///
+    /// # Errors
+    ///
+    /// An I/O error reading the bound address.
+    pub fn spawn(self) -> std::io::Result<Running> {
+        let addr = self.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let handle = tokio::spawn(self.serve(async move {
+            let _ = stopped.await;
+        }));
+        Ok(Running { addr, stop, handle })
+    }
+}
+
+/// A server serving in the background ([`Bound::spawn`]).
+#[derive(Debug)]
+pub struct Running {
+    addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    handle: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops taking requests and returns once those under way are answered.
+    ///
+    /// # Errors
+    ///
+    /// The listener's I/O error, if serving failed.
+    pub async fn stop(self) -> std::io::Result<()> {
+        let _ = self.stop.send(());
+        self.handle.await.map_err(std::io::Error::other)?
+    }
 }
 
 /// Every route, and the answer for every other path, behind the guard and the body limit.

@@ -2,7 +2,8 @@
 //! promises no wire format. Field names are the ledger's English column names.
 
 use daicho_core::Task;
-use daicho_store::{IgnoredField, JournalEntry, SkippedItem, UpsertReport};
+use daicho_engine::sync::SkipReport;
+use daicho_store::{ActionStats, JournalEntry, UpsertReport};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -198,7 +199,7 @@ pub struct ImportJson {
     /// Ids updated, in input order.
     pub updated_ids: Vec<String>,
     /// Each skipped item and why.
-    pub skips: Vec<SkipJson>,
+    pub skips: Vec<SkipReport>,
 }
 
 impl From<&UpsertReport> for ImportJson {
@@ -209,49 +210,41 @@ impl From<&UpsertReport> for ImportJson {
             skipped: r.skipped.len(),
             added_ids: r.added.iter().map(ToString::to_string).collect(),
             updated_ids: r.updated.iter().map(ToString::to_string).collect(),
-            skips: r.skipped.iter().map(SkipJson::from).collect(),
+            skips: r.skipped.iter().map(SkipReport::from).collect(),
         }
     }
 }
 
-/// A skipped item.
+/// Runs of one action (`daicho stats`).
 #[derive(Debug, Serialize)]
-pub struct SkipJson {
-    /// Its line in its file.
-    pub line: Option<usize>,
-    /// Its title.
-    pub title: String,
-    /// The row it matched.
-    pub id: Option<String>,
-    /// Why it changed nothing.
-    pub reason: String,
+pub struct StatsJson {
+    /// The action.
+    pub action: String,
+    /// Runs started.
+    pub runs: u64,
+    /// Runs that succeeded.
+    pub successes: u64,
+    /// Runs that failed, timed out or were lost.
+    pub failures: u64,
+    /// Runs still under way.
+    pub running: u64,
+    /// Prompt tokens.
+    pub tokens_in: u64,
+    /// Completion tokens.
+    pub tokens_out: u64,
 }
 
-impl From<&SkippedItem> for SkipJson {
-    fn from(s: &SkippedItem) -> SkipJson {
-        SkipJson {
-            line: s.line,
-            title: s.title.clone(),
-            id: s.id.map(|i| i.to_string()),
-            reason: s.reason.clone(),
+impl From<&ActionStats> for StatsJson {
+    fn from(s: &ActionStats) -> StatsJson {
+        StatsJson {
+            action: s.action.clone(),
+            runs: s.runs,
+            successes: s.successes,
+            failures: s.failures,
+            running: s.running,
+            tokens_in: s.tokens_in,
+            tokens_out: s.tokens_out,
         }
-    }
-}
-
-/// A field only a person writes that a pulled source's item carried, not written (S13).
-#[derive(Debug, Serialize)]
-pub struct IgnoredJson {
-    /// The item's line in its file.
-    pub line: Option<usize>,
-    /// The item's title.
-    pub title: String,
-    /// The field (`run`, `correction`, `result`, `run_at`, `failures`).
-    pub field: &'static str,
-}
-
-impl From<&IgnoredField> for IgnoredJson {
-    fn from(i: &IgnoredField) -> IgnoredJson {
-        IgnoredJson { line: i.line, title: i.title.clone(), field: i.field }
     }
 }
 

@@ -31,8 +31,8 @@ pub struct Cli {
 
     /// On the first SIGINT or SIGTERM, how long runs under way may still finish before they are
     /// killed and their claims returned (a second signal stops them at once).
-    #[arg(long, global = true, env = "DAICHO_GRACE", value_name = "DURATION", default_value = "30s")]
-    pub grace: String,
+    #[arg(long, global = true, env = "DAICHO_GRACE", value_name = "DURATION", default_value = "30s", value_parser = cmd::duration)]
+    pub grace: std::time::Duration,
 
     /// Log more on stderr (-v info, -vv debug). DAICHO_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]

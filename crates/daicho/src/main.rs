@@ -6,7 +6,6 @@
 
 mod cli;
 mod cmd;
-mod input;
 mod ledger;
 mod output;
 mod view;
@@ -17,19 +16,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|a| a == daicho_engine::supervise::SUBCOMMAND) {
-        // `daicho __supervise -- PROGRAM ARGS…`: the run supervisor (S14), not a command.
-        let argv: Vec<std::ffi::OsString> = args.skip_while(|a| a != "--").skip(1).collect();
-        return ExitCode::from(daicho_engine::supervise::main(argv).clamp(0, 255) as u8);
-    }
-    // Every command run goes through the supervisor: no executor outlives its claim. Through
-    // /proc/self/exe, the running binary starts it even after an upgrade replaced the file.
-    let proc_exe = std::path::PathBuf::from("/proc/self/exe");
-    if proc_exe.exists() {
-        daicho_engine::supervise::use_supervisor(proc_exe);
-    } else if let Ok(exe) = std::env::current_exe() {
-        daicho_engine::supervise::use_supervisor(exe);
+    // `daicho __supervise -- PROGRAM ARGS…` is the run supervisor (S14), not a command; every
+    // other invocation makes its command runs go through it.
+    if let Some(code) = daicho_engine::supervise::enter() {
+        return ExitCode::from(code);
     }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,

@@ -4,6 +4,8 @@ use std::io::Write as _;
 
 use comfy_table::{ContentArrangement, LineStyle, Table, TableStyle, presets};
 use daicho_core::Task;
+use daicho_core::format::clip;
+use daicho_core::format::csv::{self, COLUMNS};
 use daicho_store::JournalEntry;
 use serde::Serialize;
 
@@ -51,13 +53,12 @@ impl Progress {
 
     /// Shows that the next step, `label`, is under way.
     pub fn start(&mut self, label: &str) {
-        if !self.on {
-            return;
+        if self.on {
+            let width = 24;
+            let filled = (self.done * width).checked_div(self.total).unwrap_or(width).min(width);
+            let bar = format!("{}{}", "#".repeat(filled), "-".repeat(width - filled));
+            eprint!("\r\x1b[2K[{bar}] {}/{} {}: {}", self.done, self.total, self.what, clip(label, 40));
         }
-        let width = 24;
-        let filled = (self.done * width).checked_div(self.total).unwrap_or(width);
-        let bar = format!("{}{}", "#".repeat(filled), "-".repeat(width - filled));
-        eprint!("\r\x1b[2K[{bar}] {}/{} {}: {}", self.done, self.total, self.what, cell(label, 40));
     }
 
     /// Marks the current step done.
@@ -65,34 +66,20 @@ impl Progress {
         self.done += 1;
     }
 
+    /// Takes one of the engine's sync progress events.
+    pub fn on(&mut self, event: daicho_engine::sync::Progress<'_>) {
+        use daicho_engine::sync::Progress as P;
+        match event {
+            P::Total(total) => self.total = total,
+            P::Start(label) => self.start(label),
+            P::Step => self.step(),
+        }
+    }
+
     /// Clears the bar.
     pub fn finish(self) {
         if self.on {
             eprint!("\r\x1b[2K");
-        }
-    }
-}
-
-/// A [`Progress`] bar over the sources of a sync, fed by the engine's progress events.
-#[derive(Debug, Default)]
-pub struct SyncProgress(Option<Progress>);
-
-impl SyncProgress {
-    /// Takes one event.
-    pub fn on(&mut self, event: daicho_engine::sync::Progress<'_>) {
-        use daicho_engine::sync::Progress as P;
-        match (event, &mut self.0) {
-            (P::Total(total), _) => self.0 = Some(Progress::new("sources", total)),
-            (P::Start(label), Some(bar)) => bar.start(label),
-            (P::Step, Some(bar)) => bar.step(),
-            _ => {}
-        }
-    }
-
-    /// Clears the bar.
-    pub fn finish(self) {
-        if let Some(bar) = self.0 {
-            bar.finish();
         }
     }
 }
@@ -113,16 +100,6 @@ pub fn report_error(err: &anyhow::Error, json: bool) {
     }
 }
 
-/// Shortens text for a table cell: the first line, at most `max` characters.
-pub fn cell(text: &str, max: usize) -> String {
-    let first = text.lines().next().unwrap_or_default();
-    let mut out: String = first.chars().take(max).collect();
-    if first.chars().count() > max || text.lines().nth(1).is_some() {
-        out.push('…');
-    }
-    out
-}
-
 /// A dense table: one line under the header, no lines between rows.
 pub const DENSE: TableStyle = TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─'));
 
@@ -133,119 +110,84 @@ pub fn table(header: Vec<&str>, style: TableStyle) -> Table {
     table
 }
 
-/// A table of tasks in the column order of the ledger.
-pub fn task_table(tasks: &[Task], ja: bool) -> String {
-    let header = if ja {
-        vec![
-            "タスクID",
-            "状態",
-            "▶",
-            "タスク",
-            "発生源",
-            "期限",
-            "担当",
-            "分類",
-            "優先度",
-            "AI機能",
-            "依存",
-            "タグ",
-            "案件",
-        ]
-    } else {
-        vec![
-            "id", "status", "run", "title", "source", "due", "assignee", "type", "prio", "action", "deps",
-            "tags", "project",
-        ]
-    };
+/// The ledger columns `list` shows (indices into [`COLUMNS`]) and the width each is clipped to.
+const LISTED: [(usize, usize); 13] = [
+    (0, 12),
+    (1, 12),
+    (2, 1),
+    (3, 60),
+    (5, 20),
+    (7, 10),
+    (8, 16),
+    (9, 16),
+    (10, 8),
+    (12, 16),
+    (16, 30),
+    (17, 30),
+    (18, 16),
+];
+
+/// The ledger columns `ready` shows, before its `why` column.
+const READY: [(usize, usize); 8] =
+    [(0, 12), (10, 8), (3, 50), (9, 16), (8, 16), (12, 16), (17, 30), (18, 16)];
+
+/// A table of tasks with the ledger's `columns` (in the ledger's words: Japanese when `ja`) and,
+/// when given, one more column with a value per task.
+fn tasks_table(
+    tasks: &[Task],
+    ja: bool,
+    columns: &[(usize, usize)],
+    extra: Option<(&str, &[String])>,
+) -> String {
+    let mut header: Vec<&str> =
+        columns.iter().map(|&(i, _)| if ja { COLUMNS[i].1 } else { COLUMNS[i].0 }).collect();
+    header.extend(extra.map(|(name, _)| name));
     let mut t = table(header, DENSE);
-    for task in tasks {
-        let deps: Vec<String> = task.deps.iter().map(ToString::to_string).collect();
-        t.add_row(vec![
-            task.id.to_string(),
-            task.status.label(ja).to_owned(),
-            if task.run { "▶".to_owned() } else { String::new() },
-            cell(&task.title, 60),
-            cell(&task.source, 20),
-            task.due.map(|d| d.to_string()).unwrap_or_default(),
-            cell(&task.assignee, 16),
-            cell(&task.work_type, 16),
-            if task.priority == 0 { String::new() } else { task.priority.to_string() },
-            cell(&task.action, 16),
-            cell(&deps.join(","), 30),
-            task.tags.to_list(),
-            cell(&task.project, 16),
-        ]);
+    for (row, task) in tasks.iter().enumerate() {
+        let cells = csv::cells(task, ja);
+        let mut shown: Vec<String> = columns
+            .iter()
+            .map(|&(i, width)| match (COLUMNS[i].0, cells[i].as_str()) {
+                ("run", "true") => "▶".to_owned(),
+                ("run", _) | ("priority", "0") => String::new(),
+                (_, text) => clip(text, width),
+            })
+            .collect();
+        shown.extend(extra.and_then(|(_, values)| values.get(row).cloned()));
+        t.add_row(shown);
     }
     t.to_string()
+}
+
+/// A table of tasks in the column order of the ledger.
+pub fn task_table(tasks: &[Task], ja: bool) -> String {
+    tasks_table(tasks, ja, &LISTED, None)
 }
 
 /// The ready table: run order, with why each row will or will not run.
 pub fn ready_table(tasks: &[Task], reasons: &[String], ja: bool) -> String {
-    let header = if ja {
-        vec!["タスクID", "優先度", "タスク", "分類", "担当", "AI機能", "タグ", "案件", "実行可否"]
-    } else {
-        vec!["id", "prio", "title", "type", "assignee", "action", "tags", "project", "why"]
-    };
-    let mut t = table(header, DENSE);
-    for (task, reason) in tasks.iter().zip(reasons) {
-        t.add_row(vec![
-            task.id.to_string(),
-            if task.priority == 0 { String::new() } else { task.priority.to_string() },
-            cell(&task.title, 50),
-            cell(&task.work_type, 16),
-            cell(&task.assignee, 16),
-            cell(&task.action, 16),
-            task.tags.to_list(),
-            cell(&task.project, 16),
-            reason.clone(),
-        ]);
-    }
-    t.to_string()
+    tasks_table(tasks, ja, &READY, Some((if ja { "実行可否" } else { "why" }, reasons)))
 }
 
-/// Every field of one task, one per line.
+/// Every field of one task, one per line: the ledger's columns, then the bookkeeping.
 pub fn task_detail(task: &Task, ja: bool) -> String {
-    let time = |t: Option<jiff::Timestamp>| t.map(|t| t.to_string()).unwrap_or_default();
-    let deps: Vec<String> = task.deps.iter().map(ToString::to_string).collect();
-    let rows: Vec<(&str, &str, String)> = vec![
-        ("id", "タスクID", task.id.to_string()),
-        ("project", "案件", task.project.clone()),
-        ("status", "状態", task.status.label(ja).to_owned()),
-        ("run", "▶AI実行", task.run.to_string()),
-        ("title", "タスク", task.title.clone()),
-        ("body", "内容", task.body.clone()),
-        ("source", "発生源", task.source.clone()),
-        ("evidence", "根拠", task.evidence.clone()),
-        ("due", "期限", task.due.map(|d| d.to_string()).unwrap_or_default()),
-        ("assignee", "担当", task.assignee.clone()),
-        ("type", "分類", task.work_type.clone()),
-        ("priority", "優先度", task.priority.to_string()),
-        ("not_before", "開始", time(task.not_before)),
-        ("action", "AI機能", task.action.clone()),
-        ("result", "実行結果", task.result.clone()),
-        ("run_at", "実行日時", time(task.run_at)),
-        ("correction", "修正指示", task.correction.clone()),
-        ("deps", "依存", deps.join(", ")),
-        ("tags", "タグ", task.tags.to_list()),
-        ("failures", "失敗回数", task.failures.to_string()),
-        ("attempt", "試行", task.attempt.to_string()),
-        ("refresh", "集約", task.refresh.to_string()),
-        ("key", "キー", task.key.clone()),
-        (
-            "lease",
-            "リース",
-            task.lease.as_ref().map(|l| format!("{} until {}", l.owner, l.expires_at)).unwrap_or_default(),
-        ),
-        ("updated_at", "更新日時", task.updated_at.to_string()),
+    let lease = task.lease.as_ref().map(|l| format!("{} until {}", l.owner, l.expires_at));
+    let more = [
+        (("attempt", "試行"), task.attempt.to_string()),
+        (("key", "キー"), task.key.clone()),
+        (("lease", "リース"), lease.unwrap_or_default()),
+        (("updated_at", "更新日時"), task.updated_at.to_string()),
     ];
-    let width =
-        rows.iter().map(|(en, jp, _)| if ja { jp.chars().count() * 2 } else { en.len() }).max().unwrap_or(0);
+    let rows: Vec<((&str, &str), String)> =
+        COLUMNS.into_iter().zip(csv::cells(task, ja)).chain(more).collect();
+    // Japanese labels are double width on a terminal.
+    let width_of = |(en, jp): (&str, &str)| if ja { jp.chars().count() * 2 } else { en.len() };
+    let width = rows.iter().map(|(label, _)| width_of(*label)).max().unwrap_or(0);
     let mut out = String::new();
-    for (en, jp, value) in rows {
-        let label = if ja { jp } else { en };
-        let pad = width - if ja { label.chars().count() * 2 } else { label.len() };
+    for (label, value) in rows {
+        let pad = " ".repeat(width - width_of(label));
         let value = value.replace('\n', &format!("\n{}", " ".repeat(width + 2)));
-        out.push_str(&format!("{label}{}  {value}\n", " ".repeat(pad)));
+        out.push_str(&format!("{}{pad}  {value}\n", if ja { label.1 } else { label.0 }));
     }
     out
 }
@@ -261,7 +203,7 @@ pub fn journal_table(entries: &[JournalEntry]) -> String {
                 .iter()
                 .map(|(field, after)| {
                     let before = e.before.get(field).cloned().unwrap_or_default();
-                    format!("{field}: {} → {}", cell(&before.to_string(), 40), cell(&after.to_string(), 40))
+                    format!("{field}: {} → {}", clip(&before.to_string(), 40), clip(&after.to_string(), 40))
                 })
                 .collect()
         };
@@ -274,40 +216,4 @@ pub fn journal_table(entries: &[JournalEntry]) -> String {
         ]);
     }
     t.to_string()
-}
-
-/// One line about a run, for people.
-pub fn run_line(run: &daicho_engine::RunReport) -> String {
-    use daicho_engine::RunResult;
-    let status = run.status.map(|s| s.to_string()).unwrap_or_else(|| "unchanged".to_owned());
-    let mut line = match run.result {
-        RunResult::Success => {
-            format!("ran {} with {} (attempt {}): success, now {status}", run.id, run.action, run.attempt)
-        }
-        RunResult::Failure | RunResult::Timeout => format!(
-            "ran {} with {} (attempt {}): {}, now {status}: {}",
-            run.id,
-            run.action,
-            run.attempt,
-            if run.result == RunResult::Timeout { "timed out" } else { "failed" },
-            run.error.as_deref().unwrap_or_default()
-        ),
-        RunResult::LeaseLost => {
-            format!(
-                "ran {} with {} (attempt {}): lease lost, result not recorded",
-                run.id, run.action, run.attempt
-            )
-        }
-        RunResult::Interrupted => format!(
-            "ran {} with {} (attempt {}): interrupted by the operator, now {status} (no failure counted)",
-            run.id, run.action, run.attempt
-        ),
-    };
-    if let Some((added, updated, skipped)) = run.pushed {
-        line.push_str(&format!("; found tasks: {added} added, {updated} updated, {skipped} skipped"));
-    }
-    if let Some(error) = &run.push_error {
-        line.push_str(&format!("; found tasks not pushed: {error}"));
-    }
-    line
 }

@@ -49,7 +49,7 @@ fn term(view: &CrossView, colour: bool) -> String {
             row.project.clone(),
             row.status.as_str().to_owned(),
             due(row.due),
-            output::cell(&row.title, 60),
+            daicho_core::format::clip(&row.title, 60),
             row.assignee.clone(),
         ]);
     }

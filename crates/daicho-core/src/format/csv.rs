@@ -210,37 +210,42 @@ fn set_column(item: &mut Item, column: &str, value: &str) -> Result<(), String> 
     Ok(())
 }
 
+/// A task's cells in the order of [`COLUMNS`], as CSV holds them and a person reads them:
+/// status names in Japanese when `ja`, deps comma separated, empty for no value.
+pub fn cells(t: &Task, ja: bool) -> [String; COLUMNS.len()] {
+    let deps: Vec<String> = t.deps.iter().map(ToString::to_string).collect();
+    [
+        t.id.to_string(),
+        t.status.label(ja).to_owned(),
+        t.run.to_string(),
+        t.title.clone(),
+        t.body.clone(),
+        t.source.clone(),
+        t.evidence.clone(),
+        t.due.map(|d| d.to_string()).unwrap_or_default(),
+        t.assignee.clone(),
+        t.work_type.clone(),
+        t.priority.to_string(),
+        t.not_before.map(|x| x.to_string()).unwrap_or_default(),
+        t.action.clone(),
+        t.result.clone(),
+        t.run_at.map(|x| x.to_string()).unwrap_or_default(),
+        t.correction.clone(),
+        deps.join(","),
+        t.tags.to_list(),
+        t.project.clone(),
+        t.failures.to_string(),
+        t.refresh.to_string(),
+    ]
+}
+
 /// Renders tasks as CSV with every column; Japanese headers and status names when `ja`.
 pub fn render(tasks: &[Task], ja: bool) -> String {
     let mut writer = ::csv::WriterBuilder::new().from_writer(Vec::new());
     let header: Vec<&str> = COLUMNS.iter().map(|(en, jp)| if ja { *jp } else { *en }).collect();
     writer.write_record(&header).expect("writing to memory");
     for t in tasks {
-        let deps: Vec<String> = t.deps.iter().map(ToString::to_string).collect();
-        let row = [
-            t.id.to_string(),
-            t.status.label(ja).to_owned(),
-            t.run.to_string(),
-            t.title.clone(),
-            t.body.clone(),
-            t.source.clone(),
-            t.evidence.clone(),
-            t.due.map(|d| d.to_string()).unwrap_or_default(),
-            t.assignee.clone(),
-            t.work_type.clone(),
-            t.priority.to_string(),
-            t.not_before.map(|x| x.to_string()).unwrap_or_default(),
-            t.action.clone(),
-            t.result.clone(),
-            t.run_at.map(|x| x.to_string()).unwrap_or_default(),
-            t.correction.clone(),
-            deps.join(","),
-            t.tags.to_list(),
-            t.project.clone(),
-            t.failures.to_string(),
-            t.refresh.to_string(),
-        ];
-        writer.write_record(&row).expect("writing to memory");
+        writer.write_record(cells(t, ja)).expect("writing to memory");
     }
     String::from_utf8(writer.into_inner().expect("writing to memory")).expect("CSV of UTF-8 fields")
 }

@@ -135,6 +135,17 @@ pub fn parse_bool(text: &str) -> Result<bool, String> {
     }
 }
 
+/// Shortens text for one line of a table or a message: its first line, at most `max`
+/// characters, with `…` when anything was cut.
+pub fn clip(text: &str, max: usize) -> String {
+    let first = text.lines().next().unwrap_or_default();
+    let mut out: String = first.chars().take(max).collect();
+    if first.chars().count() > max || text.lines().nth(1).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 /// Splits a list of dependency references: `T-0001, T-0002` (commas, 、 or blanks).
 pub fn split_refs(text: &str) -> Vec<String> {
     text.split(|c: char| c == ',' || c == '、' || c.is_whitespace())
@@ -142,4 +153,17 @@ pub fn split_refs(text: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clip;
+
+    #[test]
+    fn clip_keeps_the_first_line_and_counts_characters_not_bytes() {
+        assert_eq!(clip("短いタイトル", 6), "短いタイトル");
+        assert_eq!(clip("確認事項に回答をもらう", 4), "確認事項…");
+        assert_eq!(clip("first\nsecond", 40), "first…");
+        assert_eq!(clip("", 5), "");
+    }
 }

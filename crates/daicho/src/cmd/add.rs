@@ -2,13 +2,11 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use daicho_core::format::{parse_date, parse_timestamp};
-use daicho_core::{Actor, Item, Status, Tags};
+use daicho_core::{Item, Status, Tags};
 use daicho_store::{Batch, Store, UnknownDeps};
 
 use super::Context;
-use crate::output;
 
 /// Add one task. A task with the same source and (normalized) title already in the ledger is
 /// not added twice; its empty cells are filled instead.
@@ -29,8 +27,8 @@ pub struct Args {
     #[arg(long, default_value = "")]
     pub evidence: String,
     /// Due date, YYYY-MM-DD (期限).
-    #[arg(long)]
-    pub due: Option<String>,
+    #[arg(long, value_parser = parse_date)]
+    pub due: Option<jiff::civil::Date>,
     /// Who does it (担当).
     #[arg(long, default_value = "")]
     pub assignee: String,
@@ -41,8 +39,8 @@ pub struct Args {
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub priority: i64,
     /// Not ready before this time (RFC 3339 or YYYY-MM-DD).
-    #[arg(long)]
-    pub not_before: Option<String>,
+    #[arg(long, value_parser = parse_timestamp)]
+    pub not_before: Option<jiff::Timestamp>,
     /// The executor to run (AI機能); empty = a manual task.
     #[arg(long, default_value = "")]
     pub action: String,
@@ -59,41 +57,29 @@ pub struct Args {
 
 /// Runs `daicho add`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let store = crate::ledger::open(&ctx.db).await?;
+    if args.title.trim().is_empty() {
+        anyhow::bail!("the title is empty");
+    }
     let item = Item {
         title: args.title,
         body: args.body,
         source: args.source,
         project: args.project,
         evidence: args.evidence,
-        due: args.due.as_deref().map(parse_date).transpose().map_err(anyhow::Error::msg).context("--due")?,
+        due: args.due,
         assignee: args.assignee,
         work_type: args.work_type,
         priority: args.priority,
-        not_before: args
-            .not_before
-            .as_deref()
-            .map(parse_timestamp)
-            .transpose()
-            .map_err(anyhow::Error::msg)
-            .context("--not-before")?,
+        not_before: args.not_before,
         action: args.action,
         deps: args.deps,
         tags: args.tags.iter().map(String::as_str).collect::<Tags>(),
         status: args.status,
         ..Item::default()
     };
-    if item.title.trim().is_empty() {
-        anyhow::bail!("the title is empty");
-    }
-    let batch = Batch {
-        items: vec![item],
-        actor: Actor::Human(ctx.user.clone()),
-        now: jiff::Timestamp::now(),
-        file: "<add>".to_owned(),
-        unknown_deps: UnknownDeps::Refuse,
-    };
-    let report = store.upsert(batch).await?;
+    let (actor, now, file) = (ctx.actor(), jiff::Timestamp::now(), "<add>".to_owned());
+    let batch = Batch { items: vec![item], actor, now, file, unknown_deps: UnknownDeps::Refuse };
+    let report = ctx.store().await?.upsert(batch).await?;
     let (id, added, reason) = match (report.added.first(), report.updated.first(), report.skipped.first()) {
         (Some(id), _, _) => (Some(*id), true, None),
         (None, Some(id), _) => {
@@ -102,17 +88,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         (None, None, Some(skip)) => (skip.id, false, Some(skip.reason.clone())),
         _ => (None, false, None),
     };
-    if ctx.json {
-        output::print_json(&serde_json::json!({
-            "id": id.map(|i| i.to_string()),
-            "added": added,
-            "reason": reason,
-        }))?;
-    } else if added {
-        output::print(&format!("added {}", id.map(|i| i.to_string()).unwrap_or_default()))?;
-    } else {
-        let id = id.map(|i| i.to_string()).unwrap_or_default();
-        output::print(&format!("not added: {id} {}", reason.unwrap_or_default()))?;
-    }
+    let id = id.map(|i| i.to_string());
+    let json = serde_json::json!({ "id": id, "added": added, "reason": reason });
+    let (id, reason) = (id.unwrap_or_default(), reason.unwrap_or_default());
+    ctx.emit(&json, if added { format!("added {id}") } else { format!("not added: {id} {reason}") })?;
     Ok(ExitCode::SUCCESS)
 }

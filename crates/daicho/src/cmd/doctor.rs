@@ -4,7 +4,6 @@
 use std::process::ExitCode;
 
 use super::Context;
-use crate::output;
 
 /// Find stuck states and say how to fix each: the kill switch on, runs whose lease expired (lost
 /// runs not yet counted), ready tasks nothing can run (stalled), tasks parked for a person,
@@ -16,20 +15,6 @@ pub struct Args {}
 /// Runs `daicho doctor`.
 pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let report = ctx.engine().await?.doctor().await?;
-    let findings = &report.findings;
-    if ctx.json {
-        output::print_json(&report)?;
-    } else if findings.is_empty() {
-        output::print("nothing stuck")?;
-    } else {
-        let text: Vec<String> = findings
-            .iter()
-            .map(|f| {
-                let task = f.task.as_deref().map(|t| format!("{t} ")).unwrap_or_default();
-                format!("{}: {task}{}\n  fix: {}", f.kind, f.explanation, f.fix)
-            })
-            .collect();
-        output::print(&text.join("\n"))?;
-    }
-    Ok(if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    ctx.report(&report)?;
+    Ok(if report.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -7,9 +7,7 @@ use std::process::ExitCode;
 use daicho_core::format::{self, Format};
 use daicho_store::{ListFilter, Store};
 
-use super::Context;
-use crate::input::FormatArg;
-use crate::output;
+use super::{Context, FormatArg};
 
 /// Export tasks by id. `daicho import` reads the result back to the same ledger.
 #[derive(Debug, clap::Args)]
@@ -38,35 +36,26 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         (None, Some(out)) => Format::from_file_name(&out.to_string_lossy()).unwrap_or(Format::Markdown),
         (None, None) => Format::Markdown,
     };
-    let store = crate::ledger::open(&ctx.db).await?;
-    let filter = ListFilter {
-        project: args.project,
-        statuses: super::list::parse_statuses(&args.status)?,
-        ..ListFilter::default()
-    };
-    let tasks = store.list(filter).await?;
+    let statuses = super::list::parse_statuses(&args.status)?;
+    let tasks = ctx
+        .store()
+        .await?
+        .list(ListFilter { project: args.project, statuses, ..ListFilter::default() })
+        .await?;
     let text = match format {
         Format::Markdown => format::markdown::render(&tasks),
         Format::Json => format::json::render(&tasks),
         Format::JsonLines => format::json::render_lines(&tasks),
         Format::Csv => format::csv::render(&tasks, args.ja),
     };
-    match &args.out {
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())?;
-            out.flush()?;
-        }
-        Some(path) => {
-            daicho_engine::view::write_atomically(path, text.as_bytes())?;
-            if ctx.json {
-                output::print_json(
-                    &serde_json::json!({ "out": path.display().to_string(), "tasks": tasks.len() }),
-                )?;
-            } else {
-                output::print(&format!("wrote {} tasks to {}", tasks.len(), path.display()))?;
-            }
-        }
-    }
+    let Some(path) = &args.out else {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    daicho_engine::view::write_atomically(path, text.as_bytes())?;
+    let json = serde_json::json!({ "out": path.display().to_string(), "tasks": tasks.len() });
+    ctx.emit(&json, format!("wrote {} tasks to {}", tasks.len(), path.display()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use daicho_core::format::ItemDefaults;
-use daicho_core::{Actor, Item};
+use daicho_core::Actor;
+use daicho_core::format::{ItemDefaults, clip};
+use daicho_engine::input;
 use daicho_store::{Batch, Store, UnknownDeps};
 
-use super::Context;
-use crate::input::{self, FormatArg};
+use super::{Context, FormatArg};
 use crate::output;
 use crate::wire::ImportJson;
 
@@ -46,47 +46,33 @@ pub struct Args {
 
 /// Runs `daicho import`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let store = crate::ledger::open(&ctx.db).await?;
+    let store = ctx.store().await?;
     let source = args.source.clone().unwrap_or_else(|| input::source_name(&args.files[0]));
     let defaults = ItemDefaults { source: source.clone(), project: args.project.clone() };
-    let mut items: Vec<Item> = Vec::new();
-    let mut names = Vec::new();
+    let (mut items, mut names) = (Vec::new(), Vec::new());
     let mut progress = output::Progress::new("files", args.files.len() + 1);
     for path in &args.files {
         progress.start(&format!("reading {}", path.display()));
         let (name, bytes) = input::read(path)?;
-        let format = input::format_of(args.format, &name, None)?;
+        let format = input::format_of(args.format.map(FormatArg::format), &name, None)?;
         items.extend(input::parse(&name, &bytes, format, &defaults)?);
         names.push(name);
         progress.step();
     }
     progress.start(&format!("writing {} items in one transaction", items.len()));
-    let batch = Batch {
-        items,
-        actor: if args.ledger { Actor::Human(ctx.user.clone()) } else { Actor::Import(source) },
-        now: jiff::Timestamp::now(),
-        file: names.join(", "),
-        unknown_deps: UnknownDeps::Refuse,
-    };
-    let report = store.upsert(batch).await;
+    let actor = if args.ledger { ctx.actor() } else { Actor::Import(source) };
+    let (now, file, unknown_deps) = (jiff::Timestamp::now(), names.join(", "), UnknownDeps::Refuse);
+    let report = store.upsert(Batch { items, actor, now, file, unknown_deps }).await;
     progress.finish();
     let report = report?;
-    if ctx.json {
-        output::print_json(&ImportJson::from(&report))?;
-    } else {
-        let mut text = format!(
-            "imported {}: {} added, {} updated, {} skipped",
-            names.join(", "),
-            report.added.len(),
-            report.updated.len(),
-            report.skipped.len()
-        );
-        for skip in &report.skipped {
-            let at = skip.line.map(|l| format!("line {l}: ")).unwrap_or_default();
-            let id = skip.id.map(|i| format!("{i} ")).unwrap_or_default();
-            text.push_str(&format!("\n  skipped {at}{id}{}: {}", output::cell(&skip.title, 50), skip.reason));
-        }
-        output::print(&text)?;
+    let (added, updated, skipped) = (report.added.len(), report.updated.len(), report.skipped.len());
+    let mut text =
+        format!("imported {}: {added} added, {updated} updated, {skipped} skipped", names.join(", "));
+    for skip in &report.skipped {
+        let at = skip.line.map(|l| format!("line {l}: ")).unwrap_or_default();
+        let id = skip.id.map(|i| format!("{i} ")).unwrap_or_default();
+        text.push_str(&format!("\n  skipped {at}{id}{}: {}", clip(&skip.title, 50), skip.reason));
     }
+    ctx.emit(&ImportJson::from(&report), text)?;
     Ok(ExitCode::SUCCESS)
 }

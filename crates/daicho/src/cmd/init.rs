@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use super::Context;
-use crate::output;
 
 /// Create the ledger file (and its directory) if it does not exist yet, and a commented
 /// example configuration (./daicho.toml, or the --config path) if there is none.
@@ -28,26 +27,19 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         std::fs::write(&config, EXAMPLE_CONFIG)
             .with_context(|| format!("cannot write {}", config.display()))?;
     }
-    if ctx.json {
-        output::print_json(&serde_json::json!({
-            "db": crate::ledger::display(&ctx.db),
-            "created": created,
-            "config": config.display().to_string(),
-            "config_created": config_created,
-        }))?;
-        return Ok(ExitCode::SUCCESS);
-    }
+    let db = crate::ledger::display(&ctx.db);
+    let mut lines = Vec::new();
     if config_created {
-        output::print(&format!("wrote a commented example configuration to {}", config.display()))?;
+        lines.push(format!("wrote a commented example configuration to {}", config.display()));
     }
-    if created {
-        output::print(&format!("created the ledger {}", crate::ledger::display(&ctx.db)))?;
-    } else {
-        output::print(&format!(
-            "the ledger {} already exists; nothing changed",
-            crate::ledger::display(&ctx.db)
-        ))?;
-    }
+    lines.push(match created {
+        true => format!("created the ledger {db}"),
+        false => format!("the ledger {db} already exists; nothing changed"),
+    });
+    let json = serde_json::json!({
+        "db": db, "created": created, "config": config.display().to_string(), "config_created": config_created,
+    });
+    ctx.emit(&json, lines.join("\n"))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -47,23 +47,13 @@ pub fn parse_statuses(names: &[String]) -> anyhow::Result<Vec<Status>> {
 
 /// Runs `daicho list`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let store = crate::ledger::open(&ctx.db).await?;
-    let filter = ListFilter {
-        project: args.project,
-        statuses: parse_statuses(&args.status)?,
-        source: args.source,
-        tag: args.tag,
-        after: args.after,
-        limit: args.limit,
+    let statuses = parse_statuses(&args.status)?;
+    let (project, source, tag, after, limit) = (args.project, args.source, args.tag, args.after, args.limit);
+    let tasks = ctx.store().await?.list(ListFilter { project, statuses, source, tag, after, limit }).await?;
+    let text = match tasks.len() {
+        0 => "no tasks".to_owned(),
+        n => format!("{}\n{n} task{}", output::task_table(&tasks, ctx.ja), if n == 1 { "" } else { "s" }),
     };
-    let tasks = store.list(filter).await?;
-    if ctx.json {
-        output::print_json(&tasks.iter().map(TaskJson::from).collect::<Vec<_>>())?;
-    } else if tasks.is_empty() {
-        output::print("no tasks")?;
-    } else {
-        output::print(&output::task_table(&tasks, ctx.ja))?;
-        output::print(&format!("{} task{}", tasks.len(), if tasks.len() == 1 { "" } else { "s" }))?;
-    }
+    ctx.emit(&tasks.iter().map(TaskJson::from).collect::<Vec<_>>(), text)?;
     Ok(ExitCode::SUCCESS)
 }

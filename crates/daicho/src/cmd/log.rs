@@ -19,15 +19,12 @@ pub struct Args {
 
 /// Runs `daicho log`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let store = crate::ledger::open(&ctx.db).await?;
+    let store = ctx.store().await?;
     let entries = store.journal(args.id).await?;
     if entries.is_empty() && store.get(args.id).await?.is_none() {
         return Err(StoreError::NotFound(args.id).into());
     }
-    if ctx.json {
-        output::print_json(&entries.iter().map(JournalJson::from).collect::<Vec<_>>())?;
-    } else {
-        output::print(&output::journal_table(&entries))?;
-    }
+    let json: Vec<JournalJson> = entries.iter().map(JournalJson::from).collect();
+    ctx.emit(&json, output::journal_table(&entries))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -19,16 +19,9 @@ pub struct Args {
     /// Serve over Streamable HTTP at /mcp instead of stdio (with the web UI and API).
     #[arg(long)]
     pub http: bool,
-    /// With --http: where to listen.
-    #[arg(long, env = "DAICHO_BIND", default_value = "127.0.0.1:7878", requires = "http")]
-    pub bind: std::net::SocketAddr,
-    /// With --http: the access token every request must carry (required off loopback).
-    #[arg(long, env = "DAICHO_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// With --http: the URL clients reach the server at when it is not http://<bind address>
-    /// (its host is answered, its origin is the server's own), as for `daicho serve`.
-    #[arg(long, env = "DAICHO_PUBLIC_URL")]
-    pub public_url: Option<String>,
+    /// With --http: where and how to serve (as for `daicho serve`).
+    #[command(flatten)]
+    pub web: super::serve::WebArgs,
 }
 
 /// Runs `daicho mcp`.
@@ -38,15 +31,12 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         daicho_server::mcp::serve_stdio(engine, args.agent).await?;
         return Ok(ExitCode::SUCCESS);
     }
-    let metrics = std::sync::Arc::new(daicho_server::Metrics::default());
-    let (stop, handle) =
-        super::serve::start_web(&engine, args.bind, args.token, args.public_url, ctx.ja, &metrics).await?;
+    let server = args.web.start(&engine, ctx.ja, &std::sync::Arc::default()).await?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
-    let _ = stop.send(());
-    handle.await??;
+    server.stop().await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -27,7 +27,10 @@ pub mod worker;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use daicho_engine::{Config, Engine};
+
 use crate::cli::{Cli, Command};
+use crate::ledger::AnyStore;
 
 /// What every subcommand knows besides its own arguments.
 #[derive(Debug)]
@@ -47,45 +50,45 @@ pub struct Context {
 }
 
 impl Context {
-    /// The configuration file in force: `--config`, else ./daicho.toml when it exists.
-    pub fn config_path(&self) -> Option<PathBuf> {
-        self.config.clone().or_else(|| {
-            let default = PathBuf::from("daicho.toml");
-            default.exists().then_some(default)
-        })
+    /// The person running the command, for the journal.
+    pub fn actor(&self) -> daicho_core::Actor {
+        daicho_core::Actor::Human(self.user.clone())
+    }
+
+    /// Opens the ledger.
+    pub async fn store(&self) -> anyhow::Result<AnyStore> {
+        crate::ledger::open(&self.db).await
+    }
+
+    /// Prints a result: `json` with `--json`, else `text`.
+    pub fn emit(&self, json: &impl serde::Serialize, text: impl std::fmt::Display) -> anyhow::Result<()> {
+        if self.json { crate::output::print_json(json) } else { crate::output::print(&text.to_string()) }
+    }
+
+    /// Prints a report that reads both ways (JSON with `--json`, else its text).
+    pub fn report<R: serde::Serialize + std::fmt::Display>(&self, report: &R) -> anyhow::Result<()> {
+        self.emit(report, report)
     }
 
     /// The `PAUSED` file beside the configuration (or in the current directory without one).
     pub fn pause_file(&self) -> PathBuf {
-        match self.config_path() {
-            Some(path) => path.parent().map(|d| d.join("PAUSED")).unwrap_or_else(|| PathBuf::from("PAUSED")),
-            None => PathBuf::from("PAUSED"),
-        }
+        Config::pause_file(Config::in_force(self.config.as_deref()).as_deref())
     }
 
     /// Loads and checks the configuration (an empty one without a file).
-    pub fn load_config(&self) -> anyhow::Result<daicho_engine::Config> {
-        let env = |var: &str| std::env::var(var).ok();
-        let Some(path) = self.config_path() else {
-            return Ok(daicho_engine::Config::default().with_env(env)?);
-        };
-        let config = daicho_engine::Config::load(&path)?.with_env(env)?;
-        config.check_environment(&path.display().to_string(), env)?;
-        Ok(config)
+    pub fn load_config(&self) -> anyhow::Result<Config> {
+        let file = Config::in_force(self.config.as_deref());
+        Ok(Config::load_layered(file.as_deref(), |var| std::env::var(var).ok())?)
     }
 
     /// The engine over the ledger, with the configuration loaded and checked first.
-    pub async fn engine(&self) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
+    pub async fn engine(&self) -> anyhow::Result<Engine<AnyStore>> {
         self.engine_with(self.load_config()?).await
     }
 
     /// The engine over the ledger with a configuration already loaded (and checked).
-    pub async fn engine_with(
-        &self,
-        config: daicho_engine::Config,
-    ) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
-        let store = crate::ledger::open(&self.db).await?;
-        Ok(daicho_engine::Engine::new(std::sync::Arc::new(store), config, Some(self.pause_file())))
+    pub async fn engine_with(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
+        Ok(Engine::new(std::sync::Arc::new(self.store().await?), config, Some(self.pause_file())))
     }
 
     /// The engine of a command that runs executors (`run`, `sweep`, `worker`, `serve`), under
@@ -93,39 +96,53 @@ impl Context {
     /// under way finish for `--grace`; then, or at a second signal, they are killed and their
     /// claims returned without a failure; a third signal exits at once. Run ends go through this
     /// machine's spool, so a crash never loses a run that finished.
-    pub async fn running_engine(
-        &self,
-        config: daicho_engine::Config,
-    ) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
+    pub async fn running_engine(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
         daicho_engine::supervise::use_ledger(crate::ledger::identity(&self.db));
         let spool = daicho_engine::spool::Spool::new(crate::ledger::spool_dir(&self.db));
-        Ok(self
-            .engine_with(config)
-            .await?
-            .with_stop(daicho_engine::operator_stop(self.grace)?)
-            .with_spool(spool))
+        let stop = daicho_engine::operator_stop(self.grace)?;
+        Ok(self.engine_with(config).await?.with_stop(stop).with_spool(spool))
     }
-}
 
-impl Context {
     /// [`Context::running_engine`] for the long-running commands (`worker`, `serve`): a ledger
     /// that is out of reach for now (a terminated or refused connection, a lock held past the
     /// busy timeout) is opened again with backoff instead of ending the process (S14).
-    pub async fn running_engine_patiently(
-        &self,
-        config: daicho_engine::Config,
-    ) -> anyhow::Result<daicho_engine::Engine<crate::ledger::AnyStore>> {
+    pub async fn running_engine_patiently(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
         let mut backoff = std::time::Duration::from_millis(200);
         loop {
             match self.running_engine(config.clone()).await {
-                Ok(engine) => return Ok(engine),
                 Err(e) if is_retryable(&e) => {
                     tracing::warn!("the ledger is unavailable, trying again in {backoff:?}: {e:#}");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(std::time::Duration::from_secs(10));
                 }
-                Err(e) => return Err(e),
+                result => return result,
             }
+        }
+    }
+}
+
+/// A file format named on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Markdown task lines (`- [ ] [T-0001] title | PJ:… | 依存:…`).
+    Md,
+    /// A tasks.json document or a JSON array of tasks.
+    Json,
+    /// JSON Lines: one task object per line.
+    Jsonl,
+    /// CSV with the ledger's columns (English or Japanese headers).
+    Csv,
+}
+
+impl FormatArg {
+    /// The core format.
+    pub fn format(self) -> daicho_core::format::Format {
+        use daicho_core::format::Format;
+        match self {
+            FormatArg::Md => Format::Markdown,
+            FormatArg::Json => Format::Json,
+            FormatArg::Jsonl => Format::JsonLines,
+            FormatArg::Csv => Format::Csv,
         }
     }
 }
@@ -138,10 +155,12 @@ pub fn is_retryable(err: &anyhow::Error) -> bool {
     })
 }
 
-fn parse_grace(text: &str) -> anyhow::Result<std::time::Duration> {
-    use anyhow::Context as _;
-    let grace: jiff::SignedDuration = text.parse().context("--grace: a duration such as 30s or 2m")?;
-    std::time::Duration::try_from(grace).context("--grace must not be negative")
+/// Parses a duration argument such as `30s`, `2m` or `500ms` (clap's value parser for
+/// `--grace`, `--poll` and `--budget`).
+pub fn duration(text: &str) -> Result<std::time::Duration, String> {
+    let parsed: jiff::SignedDuration =
+        text.parse().map_err(|_| format!("'{text}' is not a duration such as 30s, 2m or 500ms"))?;
+    std::time::Duration::try_from(parsed).map_err(|_| format!("'{text}' must not be negative"))
 }
 
 /// Runs the parsed command line.
@@ -154,7 +173,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .or_else(|_| std::env::var("USER"))
             .unwrap_or_else(|_| "local".to_owned()),
         config: cli.config.clone(),
-        grace: parse_grace(&cli.grace)?,
+        grace: cli.grace,
     };
     match cli.command {
         Command::Init(args) => init::run(args, &ctx).await,

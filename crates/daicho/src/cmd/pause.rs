@@ -2,11 +2,9 @@
 
 use std::process::ExitCode;
 
-use daicho_core::Actor;
 use daicho_store::Store;
 
 use super::Context;
-use crate::output;
 
 /// Turn the kill switch on: every run, sweep and plan does nothing (and says so) until
 /// `daicho resume`. A PAUSED file beside the configuration has the same effect.
@@ -23,28 +21,19 @@ pub struct ResumeArgs {}
 
 /// Runs `daicho pause`.
 pub async fn pause(args: PauseArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let store = crate::ledger::open(&ctx.db).await?;
     let reason = if args.reason.trim().is_empty() { format!("paused by {}", ctx.user) } else { args.reason };
-    store.set_paused(Some(reason.clone()), Actor::Human(ctx.user.clone()), jiff::Timestamp::now()).await?;
-    if ctx.json {
-        output::print_json(&serde_json::json!({ "paused": true, "reason": reason }))?;
-    } else {
-        output::print(&format!("paused: {reason}. Nothing runs until `daicho resume`."))?;
-    }
+    ctx.store().await?.set_paused(Some(reason.clone()), ctx.actor(), jiff::Timestamp::now()).await?;
+    let text = format!("paused: {reason}. Nothing runs until `daicho resume`.");
+    ctx.emit(&serde_json::json!({ "paused": true, "reason": reason }), text)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `daicho resume`.
 pub async fn resume(_args: ResumeArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let store = crate::ledger::open(&ctx.db).await?;
-    store.set_paused(None, Actor::Human(ctx.user.clone()), jiff::Timestamp::now()).await?;
+    ctx.store().await?.set_paused(None, ctx.actor(), jiff::Timestamp::now()).await?;
     let file = ctx.pause_file();
-    let file_note =
-        file.exists().then(|| format!("{} still exists; remove it to resume fully", file.display()));
-    if ctx.json {
-        output::print_json(&serde_json::json!({ "paused": file_note.is_some(), "note": file_note }))?;
-    } else {
-        output::print(&file_note.unwrap_or_else(|| "resumed".to_owned()))?;
-    }
+    let note = file.exists().then(|| format!("{} still exists; remove it to resume fully", file.display()));
+    let json = serde_json::json!({ "paused": note.is_some(), "note": note });
+    ctx.emit(&json, note.as_deref().unwrap_or("resumed"))?;
     Ok(ExitCode::SUCCESS)
 }

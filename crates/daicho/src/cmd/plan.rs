@@ -5,13 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::bail;
-use daicho_core::Actor;
 use daicho_core::format::{Format, ItemDefaults};
-use daicho_engine::plan;
+use daicho_engine::{input, plan};
 
-use super::Context;
-use crate::input::{self, FormatArg};
-use crate::output;
+use super::{Context, FormatArg};
 
 /// Save a plan for a goal: tasks with deps from a JSON file (a tasks.json document or an item
 /// array; ids such as `t1` are local to the plan) or from a decomposer action's output. The plan
@@ -52,40 +49,17 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let (mut items, file) = match (&args.from, &args.action) {
         (Some(path), _) => {
             let (name, bytes) = input::read(path)?;
-            let format = input::format_of(args.format, &name, Some(Format::Json))?;
+            let format = input::format_of(args.format.map(FormatArg::format), &name, Some(Format::Json))?;
             (input::parse(&name, &bytes, format, &defaults)?, name)
         }
         (None, Some(action)) => {
-            let config = ctx.load_config()?;
-            plan::decompose(&config, action, &goal, &defaults, jiff::Timestamp::now()).await?
+            plan::decompose(&ctx.load_config()?, action, &goal, &defaults, jiff::Timestamp::now()).await?
         }
         (None, None) => bail!("give --from FILE or --action NAME"),
     };
     plan::check_items(&mut items, &file)?;
-    let store = crate::ledger::open(&ctx.db).await?;
-    let request = plan::PlanRequest {
-        goal,
-        project: args.project,
-        items,
-        file,
-        replace: args.replace,
-        actor: Actor::Human(ctx.user.clone()),
-        now: jiff::Timestamp::now(),
-    };
-    let result = plan::save(&store, request).await?;
-    if ctx.json {
-        output::print_json(&result)?;
-    } else {
-        let mut text = format!(
-            "planned '{}': {} tasks added ({})",
-            result.goal,
-            result.added.len(),
-            result.added.join(", ")
-        );
-        if !result.dropped.is_empty() {
-            text.push_str(&format!("; the old plan's open tasks dropped: {}", result.dropped.join(", ")));
-        }
-        output::print(&text)?;
-    }
+    let (project, replace, actor, now) = (args.project, args.replace, ctx.actor(), jiff::Timestamp::now());
+    let request = plan::PlanRequest { goal, project, items, file, replace, actor, now };
+    ctx.report(&plan::save(&ctx.store().await?, request).await?)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -2,11 +2,9 @@
 
 use std::process::ExitCode;
 
-use daicho_core::Actor;
 use daicho_store::Store;
 
 use super::Context;
-use crate::output;
 
 /// Remove the rows of a source that no person and no run has touched (pending, never run, no
 /// result, no correction, no person's edit, no row depending on it). A dry run by default: it
@@ -37,45 +35,30 @@ fn reasons(list: &[(daicho_core::TaskId, String)]) -> Vec<serde_json::Value> {
 
 /// Runs `daicho purge-source`.
 pub async fn purge(args: PurgeArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let store = crate::ledger::open(&ctx.db).await?;
-    let actor = Actor::Human(ctx.user.clone());
-    let report = store.purge_source(&args.source, args.apply, actor, jiff::Timestamp::now()).await?;
+    let now = jiff::Timestamp::now();
+    let report = ctx.store().await?.purge_source(&args.source, args.apply, ctx.actor(), now).await?;
     let purged: Vec<String> = report.purged.iter().map(|t| t.id.to_string()).collect();
-    if ctx.json {
-        output::print_json(&serde_json::json!({
-            "source": args.source, "applied": args.apply, "purged": purged, "kept": reasons(&report.kept),
-        }))?;
-        return Ok(ExitCode::SUCCESS);
-    }
     let verb = if args.apply { "purged" } else { "would purge" };
     let mut lines = vec![format!("{verb} {} rows of {}: {}", purged.len(), args.source, purged.join(", "))];
-    for (id, reason) in &report.kept {
-        lines.push(format!("  kept {id}: {reason}"));
-    }
+    lines.extend(report.kept.iter().map(|(id, reason)| format!("  kept {id}: {reason}")));
     if !args.apply && !purged.is_empty() {
         lines.push(format!("nothing written; `daicho purge-source {} --apply` deletes them", args.source));
     }
-    output::print(&lines.join("\n"))?;
+    let json = serde_json::json!({
+        "source": args.source, "applied": args.apply, "purged": purged, "kept": reasons(&report.kept),
+    });
+    ctx.emit(&json, lines.join("\n"))?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `daicho restore`.
 pub async fn restore(args: RestoreArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let store = crate::ledger::open(&ctx.db).await?;
-    let actor = Actor::Human(ctx.user.clone());
-    let report = store.restore_source(&args.source, actor, jiff::Timestamp::now()).await?;
+    let report = ctx.store().await?.restore_source(&args.source, ctx.actor(), jiff::Timestamp::now()).await?;
     let restored: Vec<String> = report.restored.iter().map(ToString::to_string).collect();
-    if ctx.json {
-        output::print_json(&serde_json::json!({
-            "source": args.source, "restored": restored, "skipped": reasons(&report.skipped),
-        }))?;
-        return Ok(ExitCode::SUCCESS);
-    }
     let mut lines =
         vec![format!("restored {} rows of {}: {}", restored.len(), args.source, restored.join(", "))];
-    for (id, reason) in &report.skipped {
-        lines.push(format!("  not restored {id}: {reason}"));
-    }
-    output::print(&lines.join("\n"))?;
+    lines.extend(report.skipped.iter().map(|(id, reason)| format!("  not restored {id}: {reason}")));
+    let json = serde_json::json!({ "source": args.source, "restored": restored, "skipped": reasons(&report.skipped) });
+    ctx.emit(&json, lines.join("\n"))?;
     Ok(ExitCode::SUCCESS)
 }

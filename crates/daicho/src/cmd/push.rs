@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use daicho_core::Actor;
 use daicho_core::format::{Format, ItemDefaults};
-use daicho_core::{Actor, Item};
+use daicho_engine::input;
 use daicho_store::{Batch, Store, UnknownDeps};
 
-use super::Context;
-use crate::input::{self, FormatArg};
+use super::{Context, FormatArg};
 use crate::output;
 use crate::wire::PushJson;
 
@@ -42,31 +42,21 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => {
-            let message = format!("{err:#}");
-            eprintln!("daicho: error: {message}");
-            output::print_json(&serde_json::json!({ "error": message }))?;
-            let retryable = err
-                .chain()
-                .any(|c| c.downcast_ref::<daicho_store::StoreError>().is_some_and(|e| e.is_retryable()));
-            Ok(ExitCode::from(if retryable { 75 } else { 1 }))
+            output::report_error(&err, true);
+            Ok(crate::exit_code_of(&err))
         }
     }
 }
 
 async fn push(args: &Args, ctx: &Context) -> anyhow::Result<PushJson> {
-    let store = crate::ledger::open(&ctx.db).await?;
-    let (name, bytes) = input::read(&args.file)?;
-    let format = input::format_of(args.format, &name, Some(Format::Json))?;
+    let store = ctx.store().await?;
+    let (file, bytes) = input::read(&args.file)?;
+    let format = input::format_of(args.format.map(FormatArg::format), &file, Some(Format::Json))?;
     let defaults = ItemDefaults { source: args.source.clone(), project: args.project.clone() };
-    let items: Vec<Item> = input::parse(&name, &bytes, format, &defaults)?;
-    let batch = Batch {
-        items,
-        actor: Actor::Push(args.source.clone()),
-        now: jiff::Timestamp::now(),
-        file: name,
-        unknown_deps: UnknownDeps::Refuse,
-    };
-    let report = store.upsert(batch).await?;
+    let items = input::parse(&file, &bytes, format, &defaults)?;
+    let (actor, now, unknown_deps) =
+        (Actor::Push(args.source.clone()), jiff::Timestamp::now(), UnknownDeps::Refuse);
+    let report = store.upsert(Batch { items, actor, now, file, unknown_deps }).await?;
     for skip in &report.skipped {
         tracing::info!(title = %skip.title, reason = %skip.reason, "skipped");
     }

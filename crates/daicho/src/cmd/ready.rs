@@ -24,16 +24,14 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let ready = engine.store().ready(jiff::Timestamp::now(), args.limit).await?;
     let decisions = engine.explain(&ready.tasks, daicho_engine::Role::Auto).await?;
     let json = ReadyWhyJson::new(&ready, decisions);
-    if ctx.json {
-        output::print_json(&json)?;
-    } else if ready.total == 0 {
-        output::print("nothing is ready")?;
+    let text = if ready.total == 0 {
+        "nothing is ready".to_owned()
     } else {
         let reasons: Vec<String> = json.why.iter().map(|w| w.reason.clone()).collect();
-        output::print(&output::ready_table(&ready.tasks, &reasons, ctx.ja))?;
         let more = ready.total - ready.tasks.len();
         let tail = if more > 0 { format!(" ({more} more; use --limit)") } else { String::new() };
-        output::print(&format!("{} ready{tail}", ready.total))?;
-    }
+        format!("{}\n{} ready{tail}", output::ready_table(&ready.tasks, &reasons, ctx.ja), ready.total)
+    };
+    ctx.emit(&json, text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,6 @@ use daicho_core::TaskId;
 use daicho_engine::{RunOne, RunResult};
 
 use super::Context;
-use crate::output;
 use crate::wire::{HeldJson, RunJson};
 
 /// Run one task now. The same rules as a sweep apply: an external task runs only once a person
@@ -21,23 +20,15 @@ pub struct Args {
 /// Runs `daicho run` (or `run-heavy` with `heavy`).
 pub async fn run(args: Args, ctx: &Context, heavy: bool) -> anyhow::Result<ExitCode> {
     let engine = ctx.running_engine(ctx.load_config()?).await?;
-    match engine.run_task(args.id, heavy).await? {
+    let ok = match engine.run_task(args.id, heavy).await? {
         RunOne::Ran(report) => {
-            let ok = report.result == RunResult::Success;
-            if ctx.json {
-                output::print_json(&RunJson::from(&report))?;
-            } else {
-                output::print(&output::run_line(&report))?;
-            }
-            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            ctx.emit(&RunJson::from(&report), &report)?;
+            report.result == RunResult::Success
         }
         RunOne::Held(held) => {
-            if ctx.json {
-                output::print_json(&HeldJson::from(&held))?;
-            } else {
-                output::print(&format!("{} did not run: {}", held.id, held.hold))?;
-            }
-            Ok(ExitCode::from(1))
+            ctx.emit(&HeldJson::from(&held), format!("{} did not run: {}", held.id, held.hold))?;
+            false
         }
-    }
+    };
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

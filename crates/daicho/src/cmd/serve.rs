@@ -3,11 +3,15 @@
 //! role runs once, under a lease in the ledger so that two `serve` processes on one ledger never
 //! run the same role at the same moment.
 
-use anyhow::bail;
-use daicho_engine::schedule::{RoleOutcome, RoleRun, ScheduleOptions, ScheduleSink};
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::bail;
+use daicho_engine::Engine;
+use daicho_engine::schedule::{RoleOutcome, RoleRun, ScheduleOptions, ScheduleSink};
 
 use super::Context;
+use crate::ledger::AnyStore;
 use crate::output;
 use crate::wire::SweepJson;
 
@@ -25,6 +29,16 @@ pub struct Args {
     /// With --now: exit after that first round.
     #[arg(long, requires = "now")]
     pub once: bool,
+    #[command(flatten)]
+    pub web: WebArgs,
+    /// Run the schedule only, without the web UI and API.
+    #[arg(long)]
+    pub no_web: bool,
+}
+
+/// Where and how the web UI, the API and `/mcp` are served (`serve`, `mcp --http`).
+#[derive(Debug, clap::Args)]
+pub struct WebArgs {
     /// Where the web UI and API listen.
     #[arg(long, env = "DAICHO_BIND", default_value = "127.0.0.1:7878")]
     pub bind: std::net::SocketAddr,
@@ -37,9 +51,29 @@ pub struct Args {
     /// form posts and API writes, and without a token its host is answered besides loopback.
     #[arg(long, env = "DAICHO_PUBLIC_URL")]
     pub public_url: Option<String>,
-    /// Run the schedule only, without the web UI and API.
-    #[arg(long)]
-    pub no_web: bool,
+}
+
+impl WebArgs {
+    /// Binds the web UI, API and `/mcp` (refusing a non-loopback address without a token) and
+    /// serves them in the background.
+    pub async fn start(
+        &self,
+        engine: &Arc<Engine<AnyStore>>,
+        ja: bool,
+        metrics: &Arc<daicho_server::Metrics>,
+    ) -> anyhow::Result<daicho_server::Running> {
+        let options = daicho_server::ServerOptions {
+            bind: self.bind,
+            token: self.token.clone().filter(|t| !t.is_empty()),
+            ja,
+            public_url: self.public_url.clone().filter(|u| !u.is_empty()),
+            ..daicho_server::ServerOptions::default()
+        };
+        let running = daicho_server::bind(Arc::clone(engine), options, Arc::clone(metrics)).await?.spawn()?;
+        let addr = running.local_addr();
+        eprintln!("daicho: web UI and API on http://{addr}/ (MCP at http://{addr}/mcp)");
+        Ok(running)
+    }
 }
 
 /// Runs `daicho serve`.
@@ -52,59 +86,17 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         );
     }
     // One ledger connection (pool) and one configuration for the web server and the schedule.
-    let engine = std::sync::Arc::new(ctx.running_engine_patiently(config).await?);
-    let metrics = std::sync::Arc::new(daicho_server::Metrics::default());
-    let owner = daicho_engine::worker_name();
+    let engine = Arc::new(ctx.running_engine_patiently(config).await?);
+    let metrics = Arc::new(daicho_server::Metrics::default());
     // The web server starts first, so that a bad address or a missing token stops everything
     // before any role runs.
-    let mut server = None;
-    if web {
-        let (token, public_url) = (args.token.clone(), args.public_url.clone());
-        server = Some(start_web(&engine, args.bind, token, public_url, ctx.ja, &metrics).await?);
+    let server = if web { Some(args.web.start(&engine, ctx.ja, &metrics).await?) } else { None };
+    let options = ScheduleOptions { now: args.now, once: args.once, owner: daicho_engine::worker_name() };
+    let failed = engine.run_schedule(&options, &mut Printer { json: ctx.json, metrics: &metrics }).await;
+    if let Some(server) = server {
+        server.stop().await?;
     }
-    let options = ScheduleOptions { now: args.now, once: args.once, owner };
-    let mut printer = Printer { json: ctx.json, metrics: &metrics };
-    let outcome = engine
-        .run_schedule(&options, &mut printer)
-        .await
-        .map(|failed| if args.once && failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS });
-    if let Some((stop, handle)) = server {
-        let _ = stop.send(());
-        handle.await??;
-    }
-    Ok(outcome?)
-}
-
-/// A running web server: send on the channel to stop it, then await the handle.
-pub type WebServer = (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>);
-
-/// Binds the web UI, API and `/mcp` to `bind` (refusing a non-loopback address without a token)
-/// and serves them in the background; `public_url` is the URL people open it at
-/// (`--public-url`), if not http://<bind>.
-pub async fn start_web(
-    engine: &std::sync::Arc<daicho_engine::Engine<crate::ledger::AnyStore>>,
-    bind: std::net::SocketAddr,
-    token: Option<String>,
-    public_url: Option<String>,
-    ja: bool,
-    metrics: &std::sync::Arc<daicho_server::Metrics>,
-) -> anyhow::Result<WebServer> {
-    let options = daicho_server::ServerOptions {
-        bind,
-        token: token.filter(|t| !t.is_empty()),
-        ja,
-        public_url: public_url.filter(|u| !u.is_empty()),
-        ..daicho_server::ServerOptions::default()
-    };
-    let bound =
-        daicho_server::bind(std::sync::Arc::clone(engine), options, std::sync::Arc::clone(metrics)).await?;
-    let addr = bound.local_addr()?;
-    eprintln!("daicho: web UI and API on http://{addr}/ (MCP at http://{addr}/mcp)");
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let handle = tokio::spawn(bound.serve(async move {
-        let _ = stop_rx.await;
-    }));
-    Ok((stop_tx, handle))
+    Ok(if args.once && failed? > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 /// Prints every role run (a line, or JSON with `--json`) and counts it in `/metrics`.
@@ -116,28 +108,24 @@ struct Printer<'a> {
 impl ScheduleSink for Printer<'_> {
     fn role(&mut self, run: &RoleRun) {
         let name = run.role.as_str();
-        let printed = match &run.outcome {
-            RoleOutcome::Skipped if self.json => output::print_json(
-                &serde_json::json!({ "role": name, "skipped": "another serve holds this role" }),
+        let (json, text) = match &run.outcome {
+            RoleOutcome::Skipped => (
+                serde_json::json!({ "role": name, "skipped": "another serve holds this role" }),
+                format!("{name}: skipped, another serve holds this role"),
             ),
-            RoleOutcome::Skipped => output::print(&format!("{name}: skipped, another serve holds this role")),
-            RoleOutcome::View(report) if self.json => output::print_json(report),
-            RoleOutcome::View(report) => output::print(&super::sweep::view_text(report)),
-            RoleOutcome::Sync(report) if self.json => output::print_json(report),
-            RoleOutcome::Sync(report) => {
-                output::print(&format!("sync: {}", super::sweep::sync_text(report).replace('\n', "; ")))
+            RoleOutcome::View(report) => {
+                (serde_json::to_value(report).unwrap_or_default(), report.to_string())
             }
-            RoleOutcome::Sweep(report) if self.json => output::print_json(&SweepJson::from(report)),
-            RoleOutcome::Sweep(report) => output::print(&format!(
-                "{name}: {} ran, {} held, {} queued for approval, {} lost runs counted, {} truncated{}",
-                report.ran.len(),
-                report.held.len(),
-                report.queued.len(),
-                report.lost.len(),
-                report.truncated,
-                report.paused.as_deref().map(|r| format!(" (paused: {r})")).unwrap_or_default()
-            )),
+            RoleOutcome::Sync(report) => (
+                serde_json::to_value(report).unwrap_or_default(),
+                format!("sync: {}", report.to_string().replace('\n', "; ")),
+            ),
+            RoleOutcome::Sweep(report) => (
+                serde_json::to_value(SweepJson::from(report)).unwrap_or_default(),
+                format!("{name}: {}", report.summary()),
+            ),
         };
+        let printed = if self.json { output::print_json(&json) } else { output::print(&text) };
         if let Err(e) = printed {
             tracing::error!(role = %name, "{e:#}");
         }

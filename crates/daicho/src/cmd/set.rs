@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use daicho_core::edit::TaskEdit;
 use daicho_core::format::{parse_date, parse_timestamp, split_refs};
-use daicho_core::{Actor, Status, TaskId};
+use daicho_core::{Status, TaskId};
 use daicho_store::Store;
 
 use super::Context;
@@ -99,13 +99,7 @@ fn edit_of(args: &Args) -> anyhow::Result<TaskEdit> {
     Ok(TaskEdit {
         status: args.status,
         correction: args.correction.clone(),
-        run: if args.run {
-            Some(true)
-        } else if args.no_run {
-            Some(false)
-        } else {
-            None
-        },
+        run: (args.run || args.no_run).then_some(args.run),
         title: args.title.clone(),
         body: args.body.clone(),
         evidence: args.evidence.clone(),
@@ -130,17 +124,10 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         output::report_error(&anyhow::anyhow!(message), ctx.json);
         return Ok(ExitCode::from(2));
     }
-    if let Some(title) = &edit.title
-        && title.trim().is_empty()
-    {
+    if edit.title.as_ref().is_some_and(|t| t.trim().is_empty()) {
         anyhow::bail!("--title: a title cannot be empty");
     }
-    let store = crate::ledger::open(&ctx.db).await?;
-    let stored = store.edit(args.id, edit, Actor::Human(ctx.user.clone()), jiff::Timestamp::now()).await?;
-    if ctx.json {
-        output::print_json(&TaskJson::from(&stored))?;
-    } else {
-        output::print(&output::task_detail(&stored, ctx.ja))?;
-    }
+    let stored = ctx.store().await?.edit(args.id, edit, ctx.actor(), jiff::Timestamp::now()).await?;
+    ctx.emit(&TaskJson::from(&stored), output::task_detail(&stored, ctx.ja))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -18,12 +18,7 @@ pub struct Args {
 
 /// Runs `daicho show`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let store = crate::ledger::open(&ctx.db).await?;
-    let task = store.get(args.id).await?.ok_or(StoreError::NotFound(args.id))?;
-    if ctx.json {
-        output::print_json(&TaskJson::from(&task))?;
-    } else {
-        output::print(&output::task_detail(&task, ctx.ja))?;
-    }
+    let task = ctx.store().await?.get(args.id).await?.ok_or(StoreError::NotFound(args.id))?;
+    ctx.emit(&TaskJson::from(&task), output::task_detail(&task, ctx.ja))?;
     Ok(ExitCode::SUCCESS)
 }

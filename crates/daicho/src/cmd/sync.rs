@@ -22,42 +22,13 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let config = ctx.load_config()?;
     // An unknown name is refused before the ledger is opened.
     daicho_engine::sync::check_names(&config, &args.sources)?;
-    let store = crate::ledger::open(&ctx.db).await?;
-    let mut progress = output::SyncProgress::default();
+    let store = ctx.store().await?;
+    let mut progress = output::Progress::new("sources", 0);
     let clock = daicho_engine::clock::SystemClock;
     let report =
-        daicho_engine::sync::sync(&store, &config, &clock, &args.sources, &mut |p| progress.on(p)).await?;
+        daicho_engine::sync::sync(&store, &config, &clock, &args.sources, &mut |p| progress.on(p)).await;
     progress.finish();
-    if ctx.json {
-        output::print_json(&report)?;
-    } else if report.sources.is_empty() {
-        output::print("no sources configured (add [[source]] tables to daicho.toml)")?;
-    } else {
-        let lines: Vec<String> = report
-            .sources
-            .iter()
-            .map(|r| match &r.error {
-                Some(e) => format!("{}: FAILED: {e}", r.source),
-                None => {
-                    let mut line = format!(
-                        "{}: {} read, {} added, {} updated, {} skipped, {} truncated",
-                        r.source, r.read, r.added, r.updated, r.skipped, r.truncated
-                    );
-                    if !r.ignored.is_empty() {
-                        let mut fields: Vec<&str> = r.ignored.iter().map(|i| i.field).collect();
-                        fields.sort_unstable();
-                        fields.dedup();
-                        line.push_str(&format!(
-                            ", {} field(s) ignored ({}: only a person writes them)",
-                            r.ignored.len(),
-                            fields.join(", ")
-                        ));
-                    }
-                    line
-                }
-            })
-            .collect();
-        output::print(&lines.join("\n"))?;
-    }
+    let report = report?;
+    ctx.report(&report)?;
     Ok(if report.failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

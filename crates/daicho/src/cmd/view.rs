@@ -26,9 +26,14 @@ pub struct Args {
 
 /// Runs `daicho view`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal as _;
+
     let config = ctx.load_config()?;
-    let store = crate::ledger::open(&ctx.db).await?;
-    let text = build(&store, &config, args.format, args.per_project, args.out.is_none()).await?;
+    let today = jiff::Zoned::now().date();
+    let view = daicho_engine::view::build(&ctx.store().await?, &config, args.per_project, today).await?;
+    let colour =
+        args.out.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let text = render(&view, args.format, colour)?;
     match &args.out {
         Some(path) => {
             daicho_engine::view::write_atomically(path, text.as_bytes())?;
@@ -39,20 +44,4 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         None => output::print(text.trim_end_matches('\n'))?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Builds and draws the view of the ledger.
-pub async fn build(
-    store: &crate::ledger::AnyStore,
-    config: &daicho_engine::Config,
-    format: ViewFormat,
-    per_project: usize,
-    to_terminal: bool,
-) -> anyhow::Result<String> {
-    use std::io::IsTerminal as _;
-
-    let today = jiff::Zoned::now().date();
-    let view = daicho_engine::view::build(store, config, per_project, today).await?;
-    let colour = to_terminal && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    render(&view, format, colour)
 }

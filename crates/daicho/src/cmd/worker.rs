@@ -4,11 +4,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use daicho_engine::WorkOptions;
 
 use super::Context;
-use crate::output;
 
 /// Claim and run ready tasks until stopped (Ctrl-C or SIGTERM): rows a person ticked first, then
 /// automatic runs, by the same rules as `daicho sweep`. With `--concurrency N`, up to N runs go
@@ -21,8 +19,8 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
     /// How long to wait before looking again when nothing was eligible.
-    #[arg(long, default_value = "2s")]
-    pub poll: String,
+    #[arg(long, default_value = "2s", value_parser = super::duration)]
+    pub poll: Duration,
     /// Exit once nothing is left to run (for scripts and tests).
     #[arg(long)]
     pub once: bool,
@@ -30,34 +28,12 @@ pub struct Args {
 
 /// Runs `daicho worker`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let poll: jiff::SignedDuration = args.poll.parse().context("--poll: a duration such as 2s or 500ms")?;
-    let poll = Duration::try_from(poll).context("--poll must be positive")?;
     if args.concurrency == 0 {
         anyhow::bail!("--concurrency must be at least 1");
     }
     let engine = Arc::new(ctx.running_engine_patiently(ctx.load_config()?).await?);
     // The operator's stop (SIGINT, SIGTERM) drains the worker through the engine (S14).
-    let stop = std::future::pending::<()>();
-    let options = WorkOptions { slots: args.concurrency, poll, once: args.once };
-    let totals = engine.work(options, stop).await?;
-    let summary = serde_json::json!({
-        "ran": totals.ran,
-        "failed": totals.failed,
-        "lease_lost": totals.lease_lost,
-        "interrupted": totals.interrupted,
-        "recovered": totals.recovered,
-        "lost_counted": totals.lost_counted,
-        "queued": totals.queued,
-        "claim_commits": totals.claim_commits,
-        "finish_commits": totals.finish_commits,
-    });
-    if ctx.json {
-        output::print_json(&summary)?;
-    } else {
-        output::print(&format!(
-            "worker done: {} runs, {} failed, {} interrupted, {} lost runs counted",
-            totals.ran, totals.failed, totals.interrupted, totals.lost_counted
-        ))?;
-    }
+    let options = WorkOptions { slots: args.concurrency, poll: args.poll, once: args.once };
+    ctx.report(&engine.work(options, std::future::pending::<()>()).await?)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,119 @@
+//! Reading task inputs exactly and within bounds, for every way items arrive: a configured
+//! source's file, and the files or standard input of `import`, `push` and `plan`. An input is
+//! at most [`MAX_INPUT_BYTES`], refused before it is read whole; its text is decoded by the core
+//! (a UTF-8 byte order mark skipped, UTF-16 refused by name) and parsed in the format it has.
+
+use std::io::Read as _;
+use std::path::Path;
+
+use daicho_core::error::decode_utf8;
+use daicho_core::format::{self, Format, ItemDefaults};
+use daicho_core::{InputError, Item};
+
+/// The largest input read (256 MiB).
+pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+/// The name standard input goes by in messages.
+pub const STDIN: &str = "<stdin>";
+
+/// Reads a file, or standard input for `-`: its name for messages and its bytes.
+///
+/// # Errors
+///
+/// An [`InputError`] naming the input: unreadable, or larger than [`MAX_INPUT_BYTES`].
+pub fn read(path: &Path) -> Result<(String, Vec<u8>), InputError> {
+    let (name, bytes) = if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .take(MAX_INPUT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| InputError::new(STDIN, None, format!("cannot read: {e}")))?;
+        (STDIN.to_owned(), bytes)
+    } else {
+        let name = path.display().to_string();
+        let unreadable = |e: std::io::Error| InputError::new(&name, None, format!("cannot read: {e}"));
+        let size = std::fs::metadata(path).map_err(unreadable)?.len();
+        if size > MAX_INPUT_BYTES {
+            return Err(too_large(&name, size));
+        }
+        let bytes = std::fs::read(path).map_err(unreadable)?;
+        (name, bytes)
+    };
+    match bytes.len() as u64 {
+        size if size > MAX_INPUT_BYTES => Err(too_large(&name, size)),
+        _ => Ok((name, bytes)),
+    }
+}
+
+fn too_large(name: &str, size: u64) -> InputError {
+    let size = if size > MAX_INPUT_BYTES { format!("more than {MAX_INPUT_BYTES}") } else { size.to_string() };
+    InputError::new(name, None, format!("{size} bytes, larger than the limit of {MAX_INPUT_BYTES}"))
+}
+
+/// Decodes and parses one input's bytes.
+///
+/// # Errors
+///
+/// An [`InputError`] with the input's name, the line when known and the reason.
+pub fn parse(
+    name: &str,
+    bytes: &[u8],
+    format: Format,
+    defaults: &ItemDefaults,
+) -> Result<Vec<Item>, InputError> {
+    format::parse(format, decode_utf8(bytes, name)?, name, defaults)
+}
+
+/// Reads and parses one input ([`read`], then [`parse`]).
+///
+/// # Errors
+///
+/// As [`read`] and [`parse`].
+pub fn load(path: &Path, format: Format, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
+    let (name, bytes) = read(path)?;
+    parse(&name, &bytes, format, defaults)
+}
+
+/// The format of an input: `asked`, else its file extension's, else `fallback`.
+///
+/// # Errors
+///
+/// An [`InputError`] when none of them names a format.
+pub fn format_of(asked: Option<Format>, name: &str, fallback: Option<Format>) -> Result<Format, InputError> {
+    asked.or_else(|| Format::from_file_name(name)).or(fallback).ok_or_else(|| {
+        InputError::new(name, None, "cannot tell the format from the name; pass --format md|json|jsonl|csv")
+    })
+}
+
+/// The default source of a file's items: its name without directories and extension.
+pub fn source_name(path: &Path) -> String {
+    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "stdin".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// X4: a file over the limit is refused by its size, before it is read; one under it reads.
+    #[test]
+    fn x4_an_input_is_read_whole_only_under_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("tasks.md");
+        std::fs::write(&small, "- [ ] one\n").unwrap();
+        let items = load(&small, Format::Markdown, &ItemDefaults::default()).unwrap();
+        assert_eq!(items.len(), 1);
+        let big = dir.path().join("big.md");
+        std::fs::File::create(&big).unwrap().set_len(MAX_INPUT_BYTES + 1).unwrap();
+        let err = read(&big).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}: ", big.display())) && err.contains("larger than"), "{err}");
+    }
+
+    #[test]
+    fn the_format_comes_from_the_flag_then_the_name_then_the_fallback() {
+        assert_eq!(format_of(Some(Format::Csv), "a.md", None).unwrap(), Format::Csv);
+        assert_eq!(format_of(None, "a.md", Some(Format::Json)).unwrap(), Format::Markdown);
+        assert_eq!(format_of(None, "<stdin>", Some(Format::Json)).unwrap(), Format::Json);
+        assert!(format_of(None, "a.txt", None).unwrap_err().to_string().contains("--format"));
+        assert_eq!(source_name(Path::new("dir/tasks-done.md")), "tasks-done");
+    }
+}
