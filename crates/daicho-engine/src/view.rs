@@ -56,19 +56,41 @@ pub async fn write_files<S: Store>(
     Ok(ViewReport { role: "view", written })
 }
 
-/// Writes `bytes` to `path` through a temporary file beside it and a rename, so a reader sees
-/// the old file or the new one, never half of one.
+/// Writes `bytes` to `path` (`--out`, the view role's files) without ever replacing what is not
+/// a regular file. A regular file is written through a temporary file beside it and a rename, so
+/// a reader sees the old file or the new one, never half of one. A symbolic link is followed: its
+/// target is replaced the same way and the link stays. A device, FIFO or socket (`/dev/null`,
+/// `/dev/stdout`, a named pipe) is written into, never replaced by a regular file.
+///
+/// # Errors
+///
+/// [`Error::Write`] naming the path: a directory, a link to nothing, or an I/O error.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let failed = |cause| Error::Write { path: path.display().to_string(), cause };
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let other = |reason: &str| failed(std::io::Error::other(reason.to_owned()));
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let target = match std::fs::canonicalize(path) {
+        Ok(target) => target,
+        Err(_) if is_link => return Err(other("a symbolic link to nothing; give the file itself")),
+        Err(_) => path.to_owned(),
+    };
+    match std::fs::metadata(&target) {
+        Ok(m) if m.is_dir() => return Err(other("a directory, not a file")),
+        Ok(m) if !m.is_file() => {
+            let mut file = std::fs::OpenOptions::new().write(true).open(&target).map_err(failed)?;
+            return file.write_all(bytes).and_then(|()| file.flush()).map_err(failed);
+        }
+        _ => {}
+    }
+    let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name =
-        path.file_name().ok_or_else(|| Error::Invalid("--out names no file".into()))?.to_string_lossy();
+        target.file_name().ok_or_else(|| Error::Invalid("--out names no file".into()))?.to_string_lossy();
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&temp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
-        std::fs::rename(&temp, path)
+        std::fs::rename(&temp, &target)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
@@ -191,4 +213,44 @@ pub fn html(view: &CrossView) -> String {
     }
     out.push_str("</body></html>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// X4 (outputs): `--out` writes into a FIFO and through a symbolic link, and replaces
+    /// neither; a regular file is replaced whole; a link to nothing and a directory are refused.
+    #[test]
+    fn x4_out_never_replaces_a_fifo_or_a_symlink() {
+        use std::os::unix::fs::FileTypeExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        // A reader opened without blocking (O_NONBLOCK), so that a writer that replaced the
+        // FIFO instead of writing into it fails this test instead of hanging it.
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut reader = std::fs::OpenOptions::new().read(true).custom_flags(0o4000).open(&fifo).unwrap();
+        super::write_atomically(&fifo, b"through the pipe\n").unwrap();
+        let mut got = String::new();
+        let _ = reader.read_to_string(&mut got);
+        assert_eq!(got, "through the pipe\n");
+        assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "still a FIFO");
+
+        let target = dir.path().join("view.md");
+        std::fs::write(&target, "old").unwrap();
+        let link = dir.path().join("latest.md");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        super::write_atomically(&link, b"new").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "still a link");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+
+        let dangling = dir.path().join("dangling.md");
+        std::os::unix::fs::symlink(dir.path().join("missing/none.md"), &dangling).unwrap();
+        let err = super::write_atomically(&dangling, b"x").unwrap_err().to_string();
+        assert!(err.contains("symbolic link to nothing"), "{err}");
+        let err = super::write_atomically(dir.path(), b"x").unwrap_err().to_string();
+        assert!(err.contains("a directory"), "{err}");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 4, "no temporary file left behind: {names:?}");
+    }
 }

@@ -54,11 +54,18 @@ pub struct SqliteOptions {
     pub durability: Durability,
     /// How long a writer waits for another writer's lock before failing.
     pub busy_timeout: Duration,
+    /// Open for reading only: nothing is created, migrated or written, so a ledger in a
+    /// read-only place (a read-only mount, a directory one may not write) can still be read.
+    pub read_only: bool,
 }
 
 impl Default for SqliteOptions {
     fn default() -> SqliteOptions {
-        SqliteOptions { durability: Durability::Full, busy_timeout: Duration::from_secs(10) }
+        SqliteOptions {
+            durability: Durability::Full,
+            busy_timeout: Duration::from_secs(10),
+            read_only: false,
+        }
     }
 }
 
@@ -72,6 +79,8 @@ pub struct SqliteStore {
 struct Inner {
     path: PathBuf,
     options: SqliteOptions,
+    /// Read-only and opened as an immutable file (see [`SqliteStore::open`]).
+    immutable: bool,
     idle: Mutex<Vec<Connection>>,
 }
 
@@ -96,9 +105,26 @@ impl SqliteStore {
     /// [`StoreError::Backend`] when the file cannot be opened or migrated.
     pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore> {
         let path = path.as_ref().to_owned();
-        let store = SqliteStore { inner: Arc::new(Inner { path, options, idle: Mutex::new(Vec::new()) }) };
-        store.with_conn(schema::migrate).await?;
-        Ok(store)
+        let read_only = options.read_only;
+        let inner = Inner { path, options, immutable: false, idle: Mutex::new(Vec::new()) };
+        let store = SqliteStore { inner: Arc::new(inner) };
+        if !read_only {
+            store.with_conn(schema::migrate).await?;
+            return Ok(store);
+        }
+        match store.with_conn(schema::check_current).await {
+            Err(StoreError::Backend { .. }) if store.inner.path.exists() => {
+                // A WAL ledger read where its `-shm` file cannot be created (a read-only
+                // mount or directory): read it as an immutable file, which nothing can change
+                // while it stays there.
+                let Inner { path, options, .. } = Arc::into_inner(store.inner).expect("not shared yet");
+                let inner = Inner { path, options, immutable: true, idle: Mutex::new(Vec::new()) };
+                let store = SqliteStore { inner: Arc::new(inner) };
+                store.with_conn(schema::check_current).await?;
+                Ok(store)
+            }
+            result => result.map(|()| store),
+        }
     }
 
     /// The path of the ledger file.
@@ -145,7 +171,7 @@ impl SqliteStore {
             let taken = inner.idle.lock().map_err(|_| StoreError::backend("connection pool poisoned"))?.pop();
             let mut conn = match taken {
                 Some(conn) => conn,
-                None => open_connection(&inner.path, &inner.options)?,
+                None => open_connection(&inner.path, &inner.options, inner.immutable)?,
             };
             let result = f(&mut conn);
             if conn.is_autocommit()
@@ -160,11 +186,23 @@ impl SqliteStore {
     }
 }
 
-fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
+fn open_connection(path: &Path, options: &SqliteOptions, immutable: bool) -> Result<Connection> {
+    let cannot_open = |e| StoreError::backend_from(format_args!("cannot open {}", path.display()), e);
+    if options.read_only {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = if immutable {
+            let url = url_of(path);
+            Connection::open_with_flags(format!("{url}?immutable=1"), flags | OpenFlags::SQLITE_OPEN_URI)
+        } else {
+            Connection::open_with_flags(path, flags)
+        };
+        let conn = conn.map_err(cannot_open)?;
+        conn.busy_timeout(options.busy_timeout).map_err(backend)?;
+        return Ok(conn);
+    }
     let flags =
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags)
-        .map_err(|e| StoreError::backend_from(format_args!("cannot open {}", path.display()), e))?;
+    let conn = Connection::open_with_flags(path, flags).map_err(cannot_open)?;
     conn.busy_timeout(options.busy_timeout).map_err(backend)?;
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(backend)?;
@@ -184,6 +222,21 @@ fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
     // small commits (claims and finishes), at the cost of a WAL of up to ~32 MiB.
     conn.pragma_update(None, "wal_autocheckpoint", 8000).map_err(backend)?;
     Ok(conn)
+}
+
+/// A `file:` URI for `path`, its reserved characters percent-encoded.
+fn url_of(path: &Path) -> String {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut url = String::from("file:");
+    for byte in absolute.as_os_str().as_encoded_bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                url.push(*byte as char)
+            }
+            _ => url.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    url
 }
 
 impl Store for SqliteStore {

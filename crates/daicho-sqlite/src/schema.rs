@@ -106,6 +106,23 @@ CREATE TABLE setting (
     "ALTER TABLE task ADD COLUMN approved_by TEXT NOT NULL DEFAULT '';",
 ];
 
+/// Checks, without writing, that the ledger's schema is the one this daicho knows (a read-only
+/// open migrates nothing).
+pub(crate) fn check_current(conn: &mut Connection) -> Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(backend)?;
+    let known = MIGRATIONS.len();
+    match version as usize {
+        v if v == known => Ok(()),
+        0 => Err(StoreError::backend("not a daicho ledger (no schema); run `daicho init` to create one")),
+        v if v < known => Err(StoreError::backend(format!(
+            "the ledger has schema version {v}, older than this daicho's {known}; any command that writes upgrades it"
+        ))),
+        v => Err(StoreError::backend(format!(
+            "the ledger has schema version {v}, newer than this daicho knows ({known}); upgrade daicho"
+        ))),
+    }
+}
+
 /// Brings the schema up to date in one immediate transaction (so two processes opening a new
 /// ledger at once migrate it once).
 pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {

@@ -60,8 +60,9 @@ pub fn display(path: &Path) -> String {
 }
 
 /// Opens an existing ledger; a missing SQLite file is an error that says how to create it. A
-/// PostgreSQL database is migrated if needed.
-pub async fn open(path: &Path) -> anyhow::Result<AnyStore> {
+/// PostgreSQL database is migrated if needed. `read_only` (the commands that only read) opens a
+/// SQLite file without writing anything, so a ledger in a read-only place can still be read.
+pub async fn open(path: &Path, read_only: bool) -> anyhow::Result<AnyStore> {
     if let Some(url) = postgres_url(path) {
         let store =
             PgStore::open(&url).await.with_context(|| format!("cannot open the ledger {}", display(path)))?;
@@ -70,7 +71,7 @@ pub async fn open(path: &Path) -> anyhow::Result<AnyStore> {
     if !path.exists() {
         bail!("no ledger at {}; run `daicho init` first (or pass --db PATH)", path.display());
     }
-    let store = SqliteStore::open(path, SqliteOptions::default())
+    let store = SqliteStore::open(path, SqliteOptions { read_only, ..SqliteOptions::default() })
         .await
         .with_context(|| format!("cannot open the ledger {}", path.display()))?;
     Ok(AnyStore::Sqlite(store))

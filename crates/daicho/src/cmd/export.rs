@@ -1,6 +1,8 @@
 //! `daicho export`: the ledger as Markdown, JSON or CSV.
 
 use std::io::Write as _;
+
+use anyhow::bail;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -12,7 +14,7 @@ use super::{Context, FormatArg};
 /// Export tasks by id. `daicho import` reads the result back to the same ledger.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The format (default: by the --out extension, else Markdown).
+    /// The format (default: by the --out extension, else Markdown; JSON with --json).
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
     /// Write to this file (atomically) instead of standard output.
@@ -32,13 +34,17 @@ pub struct Args {
 /// Runs `daicho export`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let format = match (args.format, &args.out) {
+        (Some(FormatArg::Json), None) | (None, None) if ctx.json => Format::Json,
+        (Some(_), None) if ctx.json => {
+            bail!("--json exports the tasks as JSON; leave out --format, or drop --json")
+        }
         (Some(f), _) => f.format(),
         (None, Some(out)) => Format::from_file_name(&out.to_string_lossy()).unwrap_or(Format::Markdown),
         (None, None) => Format::Markdown,
     };
     let statuses = super::list::parse_statuses(&args.status)?;
     let tasks = ctx
-        .store()
+        .reader()
         .await?
         .list(ListFilter { project: args.project, statuses, ..ListFilter::default() })
         .await?;

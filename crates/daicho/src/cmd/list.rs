@@ -49,7 +49,7 @@ pub fn parse_statuses(names: &[String]) -> anyhow::Result<Vec<Status>> {
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let statuses = parse_statuses(&args.status)?;
     let (project, source, tag, after, limit) = (args.project, args.source, args.tag, args.after, args.limit);
-    let tasks = ctx.store().await?.list(ListFilter { project, statuses, source, tag, after, limit }).await?;
+    let tasks = ctx.reader().await?.list(ListFilter { project, statuses, source, tag, after, limit }).await?;
     let text = match tasks.len() {
         0 => "no tasks".to_owned(),
         n => format!("{}\n{n} task{}", output::task_table(&tasks, ctx.ja), if n == 1 { "" } else { "s" }),

@@ -19,7 +19,7 @@ pub struct Args {
 
 /// Runs `daicho log`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let store = ctx.store().await?;
+    let store = ctx.reader().await?;
     let entries = store.journal(args.id).await?;
     if entries.is_empty() && store.get(args.id).await?.is_none() {
         return Err(StoreError::NotFound(args.id).into());

@@ -57,7 +57,13 @@ impl Context {
 
     /// Opens the ledger.
     pub async fn store(&self) -> anyhow::Result<AnyStore> {
-        crate::ledger::open(&self.db).await
+        crate::ledger::open(&self.db, false).await
+    }
+
+    /// Opens the ledger for a command that only reads it: nothing is written, so a ledger in a
+    /// read-only place can still be listed, shown and exported.
+    pub async fn reader(&self) -> anyhow::Result<AnyStore> {
+        crate::ledger::open(&self.db, true).await
     }
 
     /// Prints a result: `json` with `--json`, else `text`.
@@ -175,6 +181,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         config: cli.config.clone(),
         grace: cli.grace,
     };
+    // A configuration named (`--config`, DAICHO_CONFIG) must exist and be valid for every
+    // command, also those that do not use it, so a typo is never silently ignored; `init`
+    // writes it.
+    if let Some(file) = &ctx.config
+        && !matches!(cli.command, Command::Init(_))
+    {
+        Config::load(file)?;
+    }
     match cli.command {
         Command::Init(args) => init::run(args, &ctx).await,
         Command::Add(args) => add::run(args, &ctx).await,

@@ -32,7 +32,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             Err(_) => parse_timestamp(text).map_err(anyhow::Error::msg).context("--since")?,
         },
     };
-    let stats = ctx.store().await?.stats(since).await?;
+    let stats = ctx.reader().await?.stats(since).await?;
     let mut lines = vec![if stats.is_empty() {
         format!("no runs since {since}")
     } else {

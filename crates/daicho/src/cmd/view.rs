@@ -13,9 +13,9 @@ use crate::view::{ViewFormat, render};
 /// needs_human rows marked.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The format.
-    #[arg(long, value_enum, default_value = "term")]
-    pub format: ViewFormat,
+    /// The format (default: term; json with --json).
+    #[arg(long, value_enum)]
+    pub format: Option<ViewFormat>,
     /// At most this many rows per project.
     #[arg(long, default_value_t = 10)]
     pub per_project: usize,
@@ -30,10 +30,23 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
 
     let config = ctx.load_config()?;
     let today = jiff::Zoned::now().date();
-    let view = daicho_engine::view::build(&ctx.store().await?, &config, args.per_project, today).await?;
+    let view = daicho_engine::view::build(&ctx.reader().await?, &config, args.per_project, today).await?;
     let colour =
         args.out.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let text = render(&view, args.format, colour)?;
+    let format = match (args.format, ctx.json) {
+        (None, json) => {
+            if json {
+                ViewFormat::Json
+            } else {
+                ViewFormat::Term
+            }
+        }
+        (Some(format), true) if args.out.is_none() && format != ViewFormat::Json => {
+            anyhow::bail!("--json prints the view as JSON; leave out --format, or drop --json")
+        }
+        (Some(format), _) => format,
+    };
+    let text = render(&view, format, colour)?;
     match &args.out {
         Some(path) => {
             daicho_engine::view::write_atomically(path, text.as_bytes())?;
