@@ -39,10 +39,11 @@
 //! per_project = 10                       # V3
 //! ```
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use daicho_core::format::Format;
+use daicho_core::mapping::Mapping;
 use daicho_core::policy::{ActionSpec, FailurePolicy, OnSuccess};
 use jiff::SignedDuration;
 use serde::Deserialize;
@@ -162,6 +163,8 @@ pub struct SourceConfig {
     pub aggregate: Option<String>,
     /// Shown as one count line per project in the cross view (V2).
     pub dashboard: bool,
+    /// X5: how a source with columns of its own becomes items (csv, json and jsonl).
+    pub mapping: Option<Mapping>,
     /// Its line in the configuration file.
     pub line: Option<usize>,
 }
@@ -291,6 +294,53 @@ struct RawSource {
     aggregate: Option<RawAggregate>,
     #[serde(default)]
     dashboard: bool,
+    /// X5: ledger field = source column (or JSON Pointer).
+    #[serde(default)]
+    fields: BTreeMap<String, String>,
+    /// X5: keep rows whose column holds one of these values.
+    #[serde(default, rename = "where")]
+    filter: BTreeMap<String, RawValues>,
+    /// X5: templates over a row's columns.
+    title: Option<String>,
+    body: Option<String>,
+}
+
+/// One value or a list of them (`where = { status = "未回答" }` or `["未回答", "保留"]`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawValues {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl RawSource {
+    /// The source's mapping (X5), when it has `fields`, `where` or a template.
+    fn mapping(&self) -> Result<Option<Mapping>, String> {
+        if self.fields.is_empty() && self.filter.is_empty() && self.title.is_none() && self.body.is_none() {
+            return Ok(None);
+        }
+        if !matches!(self.kind.as_str(), "csv" | "json" | "jsonl") {
+            return Err(format!(
+                "source '{}': fields, where, title and body apply to csv, json and jsonl sources, not {}",
+                self.name, self.kind
+            ));
+        }
+        let fields = self.fields.iter().map(|(f, c)| (f.clone(), c.trim().to_owned())).collect();
+        let filter = self
+            .filter
+            .iter()
+            .map(|(column, values)| {
+                let values = match values {
+                    RawValues::One(v) => vec![v.clone()],
+                    RawValues::Many(vs) => vs.clone(),
+                };
+                (column.clone(), values)
+            })
+            .collect();
+        Mapping::new(fields, filter, self.title.as_deref(), self.body.as_deref())
+            .map(Some)
+            .map_err(|e| format!("source '{}': {e}", self.name))
+    }
 }
 
 /// `aggregate = true` (a title made from the source's name) or `aggregate = "Title"`.
@@ -533,6 +583,7 @@ impl Config {
                     )));
                 }
             };
+            let mapping = r.mapping().map_err(error)?;
             let aggregate = match r.aggregate {
                 None | Some(RawAggregate::On(false)) => None,
                 Some(RawAggregate::On(true)) => Some(format!("Work through {}", r.name)),
@@ -547,6 +598,7 @@ impl Config {
                 kind,
                 aggregate,
                 dashboard: r.dashboard,
+                mapping,
                 line,
             });
         }

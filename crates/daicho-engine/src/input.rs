@@ -8,6 +8,7 @@ use std::path::Path;
 
 use daicho_core::error::decode_utf8;
 use daicho_core::format::{self, Format, ItemDefaults};
+use daicho_core::mapping::Mapping;
 use daicho_core::{InputError, Item};
 
 /// The largest input read (256 MiB).
@@ -72,6 +73,29 @@ pub fn parse(
 pub fn load(path: &Path, format: Format, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
     let (name, bytes) = read(path)?;
     parse(&name, &bytes, format, defaults)
+}
+
+/// Reads and parses one input of a source with columns of its own through its mapping (X5):
+/// CSV rows, JSON records (an array, a document's `tasks`, or one object) or JSON Lines.
+///
+/// # Errors
+///
+/// As [`read`]; bad CSV or JSON at its line; a column the mapping names that a CSV header
+/// lacks; a value a field cannot hold; an empty title.
+pub fn load_mapped(
+    path: &Path,
+    format: Format,
+    defaults: &ItemDefaults,
+    mapping: &Mapping,
+) -> Result<Vec<Item>, InputError> {
+    let (name, bytes) = read(path)?;
+    let text = decode_utf8(&bytes, &name)?;
+    match format {
+        Format::Csv => mapping.table_items(&format::csv::table(text, &name)?, &name, defaults),
+        Format::Json => mapping.json_items(&format::json::records(text, &name)?, &name, defaults),
+        Format::JsonLines => mapping.json_items(&format::json::record_lines(text, &name)?, &name, defaults),
+        Format::Markdown => Err(InputError::new(&name, None, "a Markdown source has no columns to map")),
+    }
 }
 
 /// The format of an input: `asked`, else its file extension's, else `fallback`.

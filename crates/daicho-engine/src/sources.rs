@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use daicho_core::aggregate::aggregate;
 use daicho_core::format::{Format, ItemDefaults};
+use daicho_core::mapping::Mapping;
 use daicho_core::{InputError, Item};
 
 use crate::config::{Config, SourceConfig, SourceKind};
@@ -36,11 +37,11 @@ pub async fn pull(config: &Config, source: &SourceConfig) -> Result<Pulled, Inpu
     let (mut items, origin) = match &source.kind {
         SourceKind::File { format, path, done } => {
             let path = config.resolve(path);
-            let mut items = read_file(&path, *format, &defaults).await?;
+            let mut items = read_file(&path, *format, &defaults, source.mapping.as_ref()).await?;
             let mut origin = path.display().to_string();
             if let Some(done) = done {
                 let done = config.resolve(done);
-                items.extend(read_file(&done, *format, &defaults).await?);
+                items.extend(read_file(&done, *format, &defaults, None).await?);
                 origin = format!("{origin}, {}", done.display());
             }
             (items, origin)
@@ -59,12 +60,20 @@ pub async fn pull(config: &Config, source: &SourceConfig) -> Result<Pulled, Inpu
     Ok(Pulled { items, origin, read })
 }
 
-async fn read_file(path: &Path, format: Format, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
+async fn read_file(
+    path: &Path,
+    format: Format,
+    defaults: &ItemDefaults,
+    mapping: Option<&Mapping>,
+) -> Result<Vec<Item>, InputError> {
     let name = path.display().to_string();
-    let (path, defaults) = (path.to_owned(), defaults.clone());
-    tokio::task::spawn_blocking(move || input::load(&path, format, &defaults))
-        .await
-        .map_err(|e| InputError::new(&name, None, format!("reading failed: {e}")))?
+    let (path, defaults, mapping) = (path.to_owned(), defaults.clone(), mapping.cloned());
+    tokio::task::spawn_blocking(move || match mapping {
+        Some(mapping) => input::load_mapped(&path, format, &defaults, &mapping),
+        None => input::load(&path, format, &defaults),
+    })
+    .await
+    .map_err(|e| InputError::new(&name, None, format!("reading failed: {e}")))?
 }
 
 /// Runs a source's command in `dir` through the one command runner (its whole process group,

@@ -56,13 +56,35 @@ fn column_of(header: &str) -> Option<&'static str> {
         .or_else(|| ALIASES.iter().find(|(alias, _)| alias.eq_ignore_ascii_case(header)).map(|(_, en)| *en))
 }
 
-/// Parses CSV with a header row.
+/// A CSV table as read, before its columns mean anything: the header and every row with the
+/// line it starts on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Table {
+    /// The header's cells.
+    pub header: Vec<String>,
+    /// The header's line.
+    pub header_line: usize,
+    /// The rows below it.
+    pub rows: Vec<Row>,
+}
+
+/// One row of a [`Table`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Row {
+    /// The 1-based line the row starts on.
+    pub line: usize,
+    /// Its cells, as many as the header's.
+    pub cells: Vec<String>,
+}
+
+/// Reads CSV with a header row into a [`Table`]: a UTF-8 byte order mark skipped, lines counted
+/// as an editor does (CRLF too), an unterminated quote refused.
 ///
 /// # Errors
 ///
-/// An [`InputError`] for an unknown or duplicated column, a missing `title` column, a row with
-/// the wrong number of fields, or a bad value, at the line where it stands.
-pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
+/// An [`InputError`] for an unterminated quote or a row with the wrong number of fields, at the
+/// line where it stands.
+pub fn table(text: &str, file: &str) -> Result<Table, InputError> {
     let text = crate::error::without_bom(text);
     if let Some(line) = unterminated_quote(text) {
         return Err(InputError::new(
@@ -85,9 +107,26 @@ pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item
         };
         InputError::new(file, Some(line), reason)
     };
-    let headers = reader.headers().map_err(csv_error)?.clone();
-    let mut columns: Vec<&'static str> = Vec::with_capacity(headers.len());
-    for header in &headers {
+    let header = reader.headers().map_err(csv_error)?.iter().map(str::to_owned).collect();
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(csv_error)?;
+        let line = record.position().map(|p| lines.at(p.byte() as usize)).unwrap_or(0);
+        rows.push(Row { line, cells: record.iter().map(str::to_owned).collect() });
+    }
+    Ok(Table { header, header_line: 1, rows })
+}
+
+/// Parses CSV with the ledger's columns (English or Japanese headers).
+///
+/// # Errors
+///
+/// An [`InputError`] for an unknown or duplicated column, a missing `title` column, a row with
+/// the wrong number of fields, or a bad value, at the line where it stands.
+pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
+    let table = table(text, file)?;
+    let mut columns: Vec<&'static str> = Vec::with_capacity(table.header.len());
+    for header in &table.header {
         let column = column_of(header)
             .ok_or_else(|| InputError::new(file, Some(1), format!("unknown column '{header}'")))?;
         if columns.contains(&column) {
@@ -99,11 +138,10 @@ pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item
         return Err(InputError::new(file, Some(1), "missing column 'title' (タスク)"));
     }
     let mut items = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(csv_error)?;
-        let line = record.position().map(|p| lines.at(p.byte() as usize)).unwrap_or(0);
+    for row in table.rows {
+        let line = row.line;
         let mut item = Item { line: Some(line), ..Item::default() };
-        for (column, value) in columns.iter().zip(record.iter()) {
+        for (column, value) in columns.iter().zip(&row.cells) {
             set_column(&mut item, column, value).map_err(|reason| {
                 InputError::new(file, Some(line), format!("column '{column}': {reason}"))
             })?;
@@ -175,7 +213,8 @@ fn unterminated_quote(text: &str) -> Option<usize> {
     quoted.then_some(opened_at)
 }
 
-fn set_column(item: &mut Item, column: &str, value: &str) -> Result<(), String> {
+/// Sets a ledger column of an item from a cell.
+pub(crate) fn set_column(item: &mut Item, column: &str, value: &str) -> Result<(), String> {
     let trimmed = value.trim();
     match column {
         "id" => item.ref_id = (!trimmed.is_empty()).then(|| trimmed.to_owned()),

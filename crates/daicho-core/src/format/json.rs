@@ -179,6 +179,58 @@ pub fn parse_lines(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Ve
     Ok(items)
 }
 
+/// The records of a JSON source with columns of its own (X5), each with its line: the elements
+/// of an array, of a document's `tasks` array, or one object.
+///
+/// # Errors
+///
+/// An [`InputError`] at the line of the syntax error, or when the input holds no such records.
+pub fn records(text: &str, file: &str) -> Result<Vec<(Option<usize>, serde_json::Value)>, InputError> {
+    let syntax =
+        |e: serde_json::Error| InputError::new(file, Some(e.line().max(1)), format!("invalid JSON: {e}"));
+    let trimmed = crate::error::without_bom(text).trim_start();
+    let raw: Vec<&RawValue> = if trimmed.starts_with('[') {
+        serde_json::from_str(trimmed).map_err(syntax)?
+    } else if trimmed.starts_with('{') {
+        let object: std::collections::BTreeMap<String, &RawValue> =
+            serde_json::from_str(trimmed).map_err(syntax)?;
+        match object.get("tasks") {
+            Some(tasks) if tasks.get().trim_start().starts_with('[') => {
+                serde_json::from_str(tasks.get()).map_err(syntax)?
+            }
+            _ => vec![serde_json::from_str(trimmed).map_err(syntax)?],
+        }
+    } else {
+        return Err(InputError::new(file, Some(1), "expected a JSON array of records or an object"));
+    };
+    // Every record is a slice of `text`, so its line is counted in `text` itself.
+    let mut lines = LineCounter::new(text);
+    raw.into_iter()
+        .map(|r| {
+            let line = lines.line_of(r.get());
+            serde_json::from_str(r.get()).map(|v| (Some(line), v)).map_err(syntax)
+        })
+        .collect()
+}
+
+/// The records of a JSON Lines source with columns of its own (X5), each with its line; blank
+/// lines skipped.
+///
+/// # Errors
+///
+/// An [`InputError`] at the line with bad JSON.
+pub fn record_lines(text: &str, file: &str) -> Result<Vec<(Option<usize>, serde_json::Value)>, InputError> {
+    let mut records = Vec::new();
+    for (index, line) in crate::error::without_bom(text).lines().enumerate() {
+        if !line.trim().is_empty() {
+            let value = serde_json::from_str(line)
+                .map_err(|e| InputError::new(file, Some(index + 1), format!("invalid JSON: {e}")))?;
+            records.push((Some(index + 1), value));
+        }
+    }
+    Ok(records)
+}
+
 /// Finds the 1-based line at which a slice of `text` starts. Slices are asked for in increasing
 /// order (items of an array), so each byte is counted once: linear in the input, not quadratic.
 struct LineCounter<'a> {
@@ -378,6 +430,23 @@ mod tests {
             assert!(err.reason.contains(reason), "{text:?}: {err}");
             assert_eq!(err.line, Some(line), "{text:?}: {err}");
         }
+    }
+
+    /// X5: a source's own JSON records keep their lines, in an array, a `tasks` document or
+    /// JSON Lines (a byte order mark skipped).
+    #[test]
+    fn x5_records_of_a_json_source_carry_their_lines() {
+        let text = "\u{feff}[\n  {\"key\": 1},\n\n  {\"key\": 2}\n]";
+        let found = records(text, "issues.json").unwrap();
+        let lines: Vec<Option<usize>> = found.iter().map(|r| r.0).collect();
+        assert_eq!(lines, [Some(2), Some(4)]);
+        assert_eq!(found[1].1["key"], 2);
+        let doc = records("{\"goal\": \"g\",\n\"tasks\": [\n{\"a\": 1}]}", "t.json").unwrap();
+        assert_eq!(doc[0].0, Some(3));
+        let lines = record_lines("\u{feff}{\"a\": 1}\n\n{\"a\": 2}\n", "f.jsonl").unwrap();
+        assert_eq!(lines.iter().map(|r| r.0).collect::<Vec<_>>(), [Some(1), Some(3)]);
+        let err = record_lines("{\"a\": 1}\n{oops\n", "f.jsonl").unwrap_err();
+        assert_eq!(err.line, Some(2));
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub fn parse(
 }
 
 /// Fills defaults into a parsed item and checks its field sizes.
-fn finish_item(mut item: Item, defaults: &ItemDefaults, file: &str) -> Result<Item, InputError> {
+pub(crate) fn finish_item(mut item: Item, defaults: &ItemDefaults, file: &str) -> Result<Item, InputError> {
     item.file = Some(std::sync::Arc::from(file));
     if item.source.trim().is_empty() {
         item.source = defaults.source.clone();

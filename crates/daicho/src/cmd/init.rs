@@ -58,7 +58,9 @@ mod tests {
             .map(|l| format!("{l}\n"))
             .collect();
         let config = daicho_engine::Config::parse(&uncommented, "daicho.toml").expect("uncommented");
-        assert_eq!((config.sources.len(), config.actions.len(), config.schedules.len()), (3, 3, 4));
+        assert_eq!((config.sources.len(), config.actions.len(), config.schedules.len()), (4, 3, 4));
+        let questions = config.source("questions").and_then(|s| s.mapping.as_ref()).expect("a mapping");
+        assert_eq!(questions.filter, [("status".to_owned(), vec!["未回答".to_owned(), "保留".to_owned()])]);
         assert_eq!(config.view.html.as_deref(), Some(std::path::Path::new("view.html")));
         assert_eq!(config.policy.failures.max_failures, 3);
         assert_eq!(

@@ -400,3 +400,109 @@ fn x4_every_file_kind_names_the_bad_line_and_keeps_its_rows() {
         assert_eq!(ledger.tasks(), before, "{source}: rows unchanged");
     }
 }
+
+/// X5: the issue's confirmation sheet (`id,question,status,回答期限`) pulled as people keep it:
+/// only the unanswered and pending rows become tasks, titled by a template, due from their own
+/// column; a second sync changes nothing; a row answered since is left alone, never deleted; a
+/// JSON export addresses a nested field with a JSON Pointer.
+#[test]
+fn x5_a_sheet_with_its_own_columns_is_mapped_filtered_and_templated() {
+    let ledger = Ledger::new();
+    ledger.file(
+        "daicho.toml",
+        r#"
+[[source]]
+name = "questions"
+kind = "csv"
+path = "questions.csv"
+project = "PJ-01"
+fields = { id = "id", due = "回答期限" }
+where = { status = ["未回答", "保留"] }
+title = "{question} に回答をもらう"
+body = "{id}: {question}"
+
+[[source]]
+name = "issues"
+kind = "json"
+path = "issues.json"
+fields = { title = "/fields/summary", assignee = "/fields/assignee/name" }
+where = { state = "open" }
+"#,
+    );
+    ledger.file(
+        "questions.csv",
+        "\u{feff}id,question,status,回答期限,備考\r\nQ-1,仕様は確定か,未回答,2026-12-10,\r\nQ-2,納期は,回答済,,\r\nQ-3,予算は,保留,,要確認\r\n,,,,\r\n",
+    );
+    ledger.file(
+        "issues.json",
+        r#"[{"key": "P-1", "state": "open", "fields": {"summary": "Fix login", "assignee": {"name": "aki"}}},
+            {"key": "P-2", "state": "closed", "fields": {"summary": "Old bug"}}]"#,
+    );
+    let first = sync(&ledger);
+    assert_eq!(first["failed"], 0, "{first}");
+    assert_eq!(
+        (first["sources"][0]["read"].as_u64(), first["sources"][0]["added"].as_u64()),
+        (Some(2), Some(2))
+    );
+    let tasks = ledger.tasks();
+    let titles: Vec<&str> = tasks.iter().map(|t| t.title.as_str()).collect();
+    assert_eq!(titles, ["仕様は確定か に回答をもらう", "予算は に回答をもらう", "Fix login"]);
+    assert_eq!((tasks[0].body.as_str(), tasks[0].due.as_deref()), ("Q-1: 仕様は確定か", Some("2026-12-10")));
+    assert_eq!((tasks[0].source.as_str(), tasks[0].project.as_str()), ("questions", "PJ-01"));
+    assert_eq!((tasks[2].source.as_str(), tasks[2].assignee.as_str()), ("issues", "aki"));
+
+    let again = sync(&ledger);
+    assert_eq!(
+        (again["sources"][0]["added"].as_u64(), again["sources"][0]["updated"].as_u64()),
+        (Some(0), Some(0))
+    );
+    // Q-1 answered since: the sheet no longer lists it as a task; its row stays as it was.
+    ledger.file(
+        "questions.csv",
+        "id,question,status,回答期限,備考\nQ-1,仕様は確定か,回答済,2026-12-10,\nQ-3,予算は,保留,,\n",
+    );
+    sync(&ledger);
+    assert_eq!(ledger.tasks().len(), 3, "no row deleted");
+}
+
+/// X5: a mapping that names a ledger field that does not exist, or one only a person writes, is
+/// refused with the configuration file, line and source before anything is pulled; a column the
+/// sheet lacks fails that source (file, line, column), and the other sources still sync.
+#[test]
+fn x5_a_bad_mapping_is_a_configuration_error_naming_source_file_and_column() {
+    let ledger = Ledger::new();
+    for (fields, expect) in [
+        ("{ titel = \"question\" }", "fields.titel: not a ledger field"),
+        ("{ title = \"question\", correction = \"memo\" }", "only a person writes 'correction'"),
+    ] {
+        let config = format!(
+            "\n[[source]]\nname = \"questions\"\nkind = \"csv\"\npath = \"q.csv\"\nfields = {fields}\n"
+        );
+        ledger.file("daicho.toml", config);
+        let run = ledger.run(&["sync"]);
+        assert_eq!(run.code, 1, "{}", run.stdout);
+        assert!(
+            run.stderr.contains("daicho.toml:2: source 'questions': ") && run.stderr.contains(expect),
+            "{}",
+            run.stderr
+        );
+    }
+    ledger.file(
+        "daicho.toml",
+        "[[source]]\nname = \"questions\"\nkind = \"csv\"\npath = \"q.csv\"\ntitle = \"{question}\"\nwhere = { state = \"open\" }\n\n\
+         [[source]]\nname = \"plan\"\nkind = \"markdown\"\npath = \"tasks.md\"\n",
+    );
+    ledger.file("q.csv", "id,question,status\n1,a,open\n");
+    ledger.file("tasks.md", "- [ ] still synced\n");
+    let run = ledger.run(&["sync", "--json"]);
+    assert_eq!(run.code, 1);
+    let report: Value = run.json();
+    let error = report["sources"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.ends_with(
+            "q.csv:1: column 'state' (where) is not in the header (its columns: id, question, status)"
+        ),
+        "{error}"
+    );
+    assert_eq!(report["sources"][1]["added"], 1, "{report}");
+}
