@@ -181,6 +181,15 @@ pub enum SourceKind {
         /// Markdown only: a second file of finished lines (`tasks-done.md`).
         done: Option<PathBuf>,
     },
+    /// A spreadsheet (xlsx, xls, xlsb, ods): one sheet, its header row and the rows below.
+    Sheet {
+        /// The file, relative to the configuration's directory unless absolute.
+        path: PathBuf,
+        /// The sheet (the first one when absent).
+        sheet: Option<String>,
+        /// The header's row, 1-based (the first row with a value when absent).
+        header_row: Option<usize>,
+    },
     /// A command whose standard output is JSON (a tasks.json document or an item array).
     Command {
         /// The program and its arguments (run in the configuration's directory).
@@ -303,6 +312,9 @@ struct RawSource {
     /// X5: templates over a row's columns.
     title: Option<String>,
     body: Option<String>,
+    /// Spreadsheets: the sheet and the header's row.
+    sheet: Option<String>,
+    header_row: Option<usize>,
 }
 
 /// One value or a list of them (`where = { status = "未回答" }` or `["未回答", "保留"]`).
@@ -319,9 +331,9 @@ impl RawSource {
         if self.fields.is_empty() && self.filter.is_empty() && self.title.is_none() && self.body.is_none() {
             return Ok(None);
         }
-        if !matches!(self.kind.as_str(), "csv" | "json" | "jsonl") {
+        if !matches!(self.kind.as_str(), "csv" | "json" | "jsonl" | "xlsx" | "xls" | "xlsb" | "ods") {
             return Err(format!(
-                "source '{}': fields, where, title and body apply to csv, json and jsonl sources, not {}",
+                "source '{}': fields, where, title and body apply to csv, json, jsonl and spreadsheet sources, not {}",
                 self.name, self.kind
             ));
         }
@@ -566,6 +578,16 @@ impl Config {
                     };
                     SourceKind::File { format, path: path(&r.kind)?, done: None }
                 }
+                "xlsx" | "xls" | "xlsb" | "ods" => {
+                    if r.header_row == Some(0) {
+                        return Err(error(format!("source '{}': header_row counts from 1", r.name)));
+                    }
+                    SourceKind::Sheet {
+                        path: path(&r.kind)?,
+                        sheet: r.sheet.clone(),
+                        header_row: r.header_row,
+                    }
+                }
                 "command" => {
                     if r.command.is_empty() || r.command[0].trim().is_empty() {
                         return Err(error(format!(
@@ -579,11 +601,17 @@ impl Config {
                 }
                 other => {
                     return Err(error(format!(
-                        "unknown source kind '{other}' (known: markdown, json, jsonl, csv, command)"
+                        "unknown source kind '{other}' (known: markdown, json, jsonl, csv, xlsx, xls, xlsb, ods, command)"
                     )));
                 }
             };
             let mapping = r.mapping().map_err(error)?;
+            if (r.sheet.is_some() || r.header_row.is_some()) && !matches!(kind, SourceKind::Sheet { .. }) {
+                return Err(error(format!(
+                    "source '{}': sheet and header_row are for spreadsheet sources",
+                    r.name
+                )));
+            }
             let aggregate = match r.aggregate {
                 None | Some(RawAggregate::On(false)) => None,
                 Some(RawAggregate::On(true)) => Some(format!("Work through {}", r.name)),
@@ -758,6 +786,36 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// X5: a spreadsheet source takes `sheet` and `header_row`; other kinds refuse them, a
+    /// header row counts from 1, and a mapping on a Markdown source is refused, each at its line.
+    #[test]
+    fn x5_spreadsheet_keys_and_mappings_are_checked_where_they_are_written() {
+        let ok = "[[source]]\nname = \"q\"\nkind = \"xlsx\"\npath = \"q.xlsx\"\nsheet = \"確認事項\"\nheader_row = 2\ntitle = \"{question}\"\n";
+        let config = Config::parse(ok, "daicho.toml").unwrap();
+        assert_eq!(
+            config.sources[0].kind,
+            SourceKind::Sheet {
+                path: "q.xlsx".into(), sheet: Some("確認事項".into()), header_row: Some(2)
+            }
+        );
+        assert!(config.sources[0].mapping.is_some());
+        for (text, expect) in [
+            (
+                "kind = \"csv\"\npath = \"q.csv\"\nsheet = \"x\"\n",
+                "sheet and header_row are for spreadsheet sources",
+            ),
+            ("kind = \"ods\"\npath = \"q.ods\"\nheader_row = 0\n", "header_row counts from 1"),
+            (
+                "kind = \"markdown\"\npath = \"t.md\"\ntitle = \"{a}\"\n",
+                "apply to csv, json, jsonl and spreadsheet sources",
+            ),
+        ] {
+            let text = format!("\n[[source]]\nname = \"q\"\n{text}");
+            let err = Config::parse(&text, "daicho.toml").unwrap_err().to_string();
+            assert!(err.starts_with("daicho.toml:2: ") && err.contains(expect), "{err}");
+        }
+    }
 
     #[test]
     fn a_full_configuration_parses() {

@@ -18,6 +18,7 @@ pub mod plan;
 pub mod remote;
 pub mod runner;
 pub mod schedule;
+pub mod sheet;
 pub mod sources;
 pub mod spool;
 pub mod supervise;

@@ -46,6 +46,22 @@ pub async fn pull(config: &Config, source: &SourceConfig) -> Result<Pulled, Inpu
             }
             (items, origin)
         }
+        SourceKind::Sheet { path, sheet, header_row } => {
+            let path = config.resolve(path);
+            let (sheet, header_row, mapping) = (sheet.clone(), *header_row, source.mapping.clone());
+            let origin = path.display().to_string();
+            let read = move || {
+                let (at, table) = crate::sheet::read(&path, sheet.as_deref(), header_row)?;
+                match mapping {
+                    Some(mapping) => mapping.table_items(&table, &at, &defaults),
+                    None => daicho_core::format::csv::items(table, &at, &defaults),
+                }
+            };
+            let items = tokio::task::spawn_blocking(read)
+                .await
+                .map_err(|e| InputError::new(&origin, None, format!("reading failed: {e}")))??;
+            (items, origin)
+        }
         SourceKind::Command { argv, timeout } => {
             let name = format!("<command {}>", source.name);
             let timeout = Duration::try_from(*timeout).unwrap_or(Duration::from_secs(300));

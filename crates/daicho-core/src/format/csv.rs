@@ -124,18 +124,27 @@ pub fn table(text: &str, file: &str) -> Result<Table, InputError> {
 /// An [`InputError`] for an unknown or duplicated column, a missing `title` column, a row with
 /// the wrong number of fields, or a bad value, at the line where it stands.
 pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
-    let table = table(text, file)?;
+    items(table(text, file)?, file, defaults)
+}
+
+/// The items of a table whose header names the ledger's columns (a CSV file, a spreadsheet).
+///
+/// # Errors
+///
+/// As [`parse`].
+pub fn items(table: Table, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
+    let at = Some(table.header_line);
     let mut columns: Vec<&'static str> = Vec::with_capacity(table.header.len());
     for header in &table.header {
         let column = column_of(header)
-            .ok_or_else(|| InputError::new(file, Some(1), format!("unknown column '{header}'")))?;
+            .ok_or_else(|| InputError::new(file, at, format!("unknown column '{header}'")))?;
         if columns.contains(&column) {
-            return Err(InputError::new(file, Some(1), format!("column '{column}' appears twice")));
+            return Err(InputError::new(file, at, format!("column '{column}' appears twice")));
         }
         columns.push(column);
     }
     if !columns.contains(&"title") {
-        return Err(InputError::new(file, Some(1), "missing column 'title' (タスク)"));
+        return Err(InputError::new(file, at, "missing column 'title' (タスク)"));
     }
     let mut items = Vec::new();
     for row in table.rows {

@@ -506,3 +506,57 @@ fn x5_a_bad_mapping_is_a_configuration_error_naming_source_file_and_column() {
     );
     assert_eq!(report["sources"][1]["added"], 1, "{report}");
 }
+
+fn sheet_fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../daicho-engine/tests/fixtures").join(name)
+}
+
+/// X5: a spreadsheet source (xlsx and ods): the named sheet, its header below a merged title,
+/// mapped and filtered like a CSV file; dates become due dates; a cell holding an error fails
+/// that source naming the file, the sheet and the cell, and leaves the ledger as it was.
+#[test]
+fn x5_a_spreadsheet_source_is_pulled_through_its_mapping() {
+    for kind in ["xlsx", "ods"] {
+        let ledger = Ledger::new();
+        let file = format!("questions.{kind}");
+        std::fs::copy(sheet_fixture(&file), ledger.dir.path().join(&file)).unwrap();
+        ledger.file(
+            "daicho.toml",
+            format!(
+                "[[source]]\nname = \"questions\"\nkind = \"{kind}\"\npath = \"{file}\"\nsheet = \"確認事項\"\n\
+                 header_row = 2\nfields = {{ id = \"id\", due = \"回答期限\" }}\nwhere = {{ status = [\"未回答\", \"保留\"] }}\n\
+                 title = \"{{question}} に回答をもらう\"\n"
+            ),
+        );
+        let report = sync(&ledger);
+        assert_eq!(report["failed"], 0, "{kind}: {report}");
+        let tasks = ledger.tasks();
+        let rows: Vec<(&str, Option<&str>)> =
+            tasks.iter().map(|t| (t.title.as_str(), t.due.as_deref())).collect();
+        assert_eq!(
+            rows,
+            [
+                ("仕様は確定か に回答をもらう", Some("2026-12-10")),
+                ("予算は に回答をもらう", Some("2027-01-05"))
+            ],
+            "{kind}"
+        );
+        if kind == "xlsx" {
+            ledger.file(
+                "daicho.toml",
+                format!(
+                    "[[source]]\nname = \"broken\"\nkind = \"xlsx\"\npath = \"{file}\"\nsheet = \"壊れた\"\n"
+                ),
+            );
+            let run = ledger.run(&["sync", "--json"]);
+            assert_eq!(run.code, 1);
+            let report: Value = run.json();
+            let error = report["sources"][0]["error"].as_str().unwrap_or_default();
+            assert!(
+                error.ends_with("questions.xlsx!壊れた: C2: the cell holds an error value (#N/A)"),
+                "{error}"
+            );
+            assert_eq!(ledger.tasks().len(), 2, "nothing written by the failed source");
+        }
+    }
+}
