@@ -560,3 +560,174 @@ fn x5_a_spreadsheet_source_is_pulled_through_its_mapping() {
         }
     }
 }
+
+/// A confirmation sheet as people keep one: Japanese headers, a due date per question, some
+/// questions answered, blank rows at the end. `answered` of the `total` are answered.
+struct Sheet {
+    total: usize,
+    answered: usize,
+}
+
+impl Sheet {
+    const HEADER: [&str; 4] = ["番号", "質問", "状態", "回答期限"];
+
+    fn rows(&self) -> impl Iterator<Item = (String, String, &'static str, (u16, u8, u8))> {
+        let answered = self.answered;
+        (0..self.total).map(move |i| {
+            let state = if i < answered { "回答済" } else { "未回答" };
+            (format!("Q-{i:03}"), format!("質問 {i} の仕様"), state, (2026, 12, (i % 28 + 1) as u8))
+        })
+    }
+
+    fn csv(&self, path: &std::path::Path) {
+        let mut text = format!("{}\r\n", Self::HEADER.join(","));
+        for (id, question, state, (y, m, d)) in self.rows() {
+            text.push_str(&format!("{id},{question},{state},{y}-{m:02}-{d:02}\r\n"));
+        }
+        text.push_str(",,,\r\n,,,\r\n");
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn xlsx(&self, path: &std::path::Path) {
+        use rust_xlsxwriter::{ExcelDateTime, Format, Workbook};
+        let mut book = Workbook::new();
+        let sheet = book.add_worksheet();
+        sheet.set_name("確認事項").unwrap();
+        let date = Format::new().set_num_format("yyyy/mm/dd");
+        for (col, name) in Self::HEADER.iter().enumerate() {
+            sheet.write_string(0, col as u16, *name).unwrap();
+        }
+        let mut last = 0;
+        for (i, (id, question, state, (y, m, d))) in self.rows().enumerate() {
+            let row = i as u32 + 1;
+            sheet.write_string(row, 0, id).unwrap();
+            sheet.write_string(row, 1, question).unwrap();
+            sheet.write_string(row, 2, state).unwrap();
+            sheet
+                .write_datetime_with_format(row, 3, ExcelDateTime::from_ymd(y, m, d).unwrap(), &date)
+                .unwrap();
+            last = row;
+        }
+        for row in last + 1..last + 6 {
+            sheet.write_blank(row, 3, &date).unwrap(); // formatted, empty rows at the end
+        }
+        book.save(path).unwrap();
+    }
+
+    fn ods(&self, path: &std::path::Path) {
+        use std::io::Write as _;
+        let cell = |text: &str| {
+            format!(
+                "<table:table-cell office:value-type=\"string\"><text:p>{text}</text:p></table:table-cell>"
+            )
+        };
+        let mut rows = format!("<table:table-row>{}</table:table-row>", Self::HEADER.map(cell).concat());
+        for (id, question, state, (y, m, d)) in self.rows() {
+            let date = format!("{y}-{m:02}-{d:02}");
+            rows.push_str(&format!(
+                "<table:table-row>{}{}{}<table:table-cell office:value-type=\"date\" office:date-value=\"{date}\"><text:p>{date}</text:p></table:table-cell></table:table-row>",
+                cell(&id),
+                cell(&question),
+                cell(state)
+            ));
+        }
+        rows.push_str("<table:table-row table:number-rows-repeated=\"5\"><table:table-cell table:number-columns-repeated=\"4\"/></table:table-row>");
+        let content = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><office:document-content \
+             xmlns:office=\"urn:oasis:names:tc:opendocument:xmlns:office:1.0\" \
+             xmlns:table=\"urn:oasis:names:tc:opendocument:xmlns:table:1.0\" \
+             xmlns:text=\"urn:oasis:names:tc:opendocument:xmlns:text:1.0\" office:version=\"1.2\">\
+             <office:body><office:spreadsheet><table:table table:name=\"確認事項\">{rows}</table:table>\
+             </office:spreadsheet></office:body></office:document-content>"
+        );
+        let manifest = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><manifest:manifest \
+             xmlns:manifest=\"urn:oasis:names:tc:opendocument:xmlns:manifest:1.0\" manifest:version=\"1.2\">\
+             <manifest:file-entry manifest:full-path=\"/\" manifest:media-type=\"application/vnd.oasis.opendocument.spreadsheet\"/>\
+             <manifest:file-entry manifest:full-path=\"content.xml\" manifest:media-type=\"text/xml\"/></manifest:manifest>";
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+        let stored =
+            zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        zip.start_file("mimetype", stored).unwrap();
+        zip.write_all(b"application/vnd.oasis.opendocument.spreadsheet").unwrap();
+        zip.start_file("META-INF/manifest.xml", zip::write::SimpleFileOptions::default()).unwrap();
+        zip.write_all(manifest.as_bytes()).unwrap();
+        zip.start_file("content.xml", zip::write::SimpleFileOptions::default()).unwrap();
+        zip.write_all(content.as_bytes()).unwrap();
+        zip.finish().unwrap();
+    }
+
+    fn write(&self, kind: &str, path: &std::path::Path) {
+        match kind {
+            "csv" => self.csv(path),
+            "xlsx" => self.xlsx(path),
+            _ => self.ods(path),
+        }
+    }
+}
+
+/// X5, M10, M6, F1: the issue's acceptance — a confirmation sheet of 376 unanswered and 100
+/// answered questions (CSV, xlsx and ods; Japanese headers, dates, blank rows at the end) syncs
+/// to one aggregate row saying 376; answering 256 more makes the same row say 120; two more
+/// syncs change nothing; a person's correction on the row survives. Without `aggregate` the same
+/// sheet gives one row per unanswered question, titled by the template.
+#[test]
+fn x5_m10_a_confirmation_sheet_in_three_formats_aggregates_and_follows_the_answers() {
+    for kind in ["csv", "xlsx", "ods"] {
+        let ledger = Ledger::new();
+        let path = ledger.dir.path().join(format!("questions.{kind}"));
+        let source = |aggregate: &str| {
+            format!(
+                "[[source]]\nname = \"questions\"\nkind = \"{kind}\"\npath = \"questions.{kind}\"\nproject = \"PJ-01\"\n\
+                 fields = {{ id = \"番号\", due = \"回答期限\" }}\nwhere = {{ \"状態\" = \"未回答\" }}\n\
+                 title = \"{{質問}} に回答をもらう\"\n{aggregate}"
+            )
+        };
+        ledger.file("daicho.toml", source("aggregate = \"確認事項に回答をもらう\"\n"));
+        Sheet { total: 476, answered: 100 }.write(kind, &path);
+        let first = sync(&ledger);
+        assert_eq!(
+            (first["sources"][0]["read"].as_u64(), first["sources"][0]["added"].as_u64()),
+            (Some(376), Some(1)),
+            "{kind}: {first}"
+        );
+        let row = ledger.tasks().remove(0);
+        assert!(
+            row.body.starts_with("376 open items in questions:\n- 質問 100 の仕様 に回答をもらう"),
+            "{kind}: {}",
+            row.body
+        );
+        ledger.run(&["set", &row.id, "--correction", "先方に電話で確認"]).ok();
+
+        Sheet { total: 476, answered: 356 }.write(kind, &path);
+        let second = sync(&ledger);
+        assert_eq!(
+            (second["sources"][0]["added"].as_u64(), second["sources"][0]["updated"].as_u64()),
+            (Some(0), Some(1)),
+            "{kind}"
+        );
+        for _ in 0..2 {
+            let again = sync(&ledger);
+            assert_eq!(
+                (again["sources"][0]["added"].as_u64(), again["sources"][0]["updated"].as_u64()),
+                (Some(0), Some(0)),
+                "{kind}"
+            );
+        }
+        let tasks = ledger.tasks();
+        assert_eq!(tasks.len(), 1, "{kind}: one row");
+        assert!(tasks[0].body.starts_with("120 open items in questions:"), "{kind}: {}", tasks[0].body);
+        assert_eq!(tasks[0].correction, "先方に電話で確認", "{kind}: the person's correction survives");
+
+        let rows = Ledger::new();
+        rows.file("daicho.toml", source(""));
+        Sheet { total: 476, answered: 100 }.write(kind, &rows.dir.path().join(format!("questions.{kind}")));
+        sync(&rows);
+        let tasks = rows.tasks();
+        assert_eq!(tasks.len(), 376, "{kind}: one row per unanswered question");
+        assert_eq!(
+            (tasks[0].title.as_str(), tasks[0].due.as_deref()),
+            ("質問 100 の仕様 に回答をもらう", Some("2026-12-17")),
+            "{kind}"
+        );
+    }
+}
