@@ -237,6 +237,9 @@ pub enum SkipReason {
     Closed(Status),
     /// The matching row already has every value the item offers (M5, M8).
     Unchanged,
+    /// The item offers other values for cells the row already has; the row's are kept, since
+    /// only empty cells are filled (M5).
+    Kept(Vec<&'static str>),
 }
 
 impl std::fmt::Display for SkipReason {
@@ -250,6 +253,11 @@ impl std::fmt::Display for SkipReason {
                 write!(f, "row is {status}; closed rows are never touched")
             }
             SkipReason::Unchanged => f.write_str("unchanged: the row already has these values"),
+            SkipReason::Kept(fields) => write!(
+                f,
+                "the row keeps its own {} (only empty cells are filled from a source)",
+                fields.join(", ")
+            ),
         }
     }
 }
@@ -459,14 +467,16 @@ pub fn merge_plan_with_keys(
             }
             Fate::Patch(row) => {
                 let deps = resolve_deps(item, index, &refs, &mut plan.unresolved);
+                let kept = kept_cells(row, item, &deps);
                 let fields = fill_empty_cells(row, item, deps);
                 if fields.is_empty() {
+                    let reason = if kept.is_empty() { SkipReason::Unchanged } else { SkipReason::Kept(kept) };
                     plan.skip.push(Skip {
                         index,
                         line: item.line,
                         title: item.title.clone(),
                         id: Some(row.id),
-                        reason: SkipReason::Unchanged,
+                        reason,
                     });
                 } else {
                     plan.patch.push(Patch { id: row.id, index, line: item.line, fields });
@@ -586,6 +596,34 @@ fn fill_empty_cells(row: &Task, item: &Item, deps: Vec<TaskId>) -> PatchFields {
         fields.evidence = (row.evidence != item.evidence).then(|| item.evidence.clone());
     }
     fields
+}
+
+/// The cells of an open row an item offers other values for, kept by the fill-empty rule (M5).
+fn kept_cells(row: &Task, item: &Item, deps: &[TaskId]) -> Vec<&'static str> {
+    fn differs(current: &str, offered: &str) -> bool {
+        !current.is_empty() && !offered.trim().is_empty() && current != offered
+    }
+    fn differs_opt<T: PartialEq>(current: Option<T>, offered: Option<T>) -> bool {
+        current.is_some() && offered.is_some() && current != offered
+    }
+    let body = !item.refresh && differs(&row.body, &item.body);
+    let evidence = !item.refresh && differs(&row.evidence, &item.evidence);
+    [
+        ("project", differs(&row.project, &item.project)),
+        ("body", body),
+        ("evidence", evidence),
+        ("due", differs_opt(row.due, item.due)),
+        ("assignee", differs(&row.assignee, &item.assignee)),
+        ("type", differs(&row.work_type, &item.work_type)),
+        ("priority", row.priority != 0 && item.priority != 0 && row.priority != item.priority),
+        ("not_before", differs_opt(row.not_before, item.not_before)),
+        ("action", differs(&row.action, &item.action)),
+        ("deps", !row.deps.is_empty() && !deps.is_empty() && row.deps != deps),
+        ("tags", !row.tags.is_empty() && !item.tags.is_empty() && row.tags != item.tags),
+    ]
+    .into_iter()
+    .filter_map(|(name, kept)| kept.then_some(name))
+    .collect()
 }
 
 fn new_row(id: TaskId, item: &Item, key: String, deps: Vec<TaskId>, now: Timestamp) -> Task {
@@ -933,6 +971,29 @@ mod tests {
         assert!(plan.add.is_empty(), "no duplicate row for a renamed task");
         assert_eq!(plan.patch[0].id, TaskId::new(3));
         assert_eq!(plan.skip[0].reason, SkipReason::DuplicateInInput { first_index: 0 });
+    }
+
+    /// M5: an item that offers other values for cells the row already has is skipped saying
+    /// which cells keep their values, not "unchanged".
+    #[test]
+    fn m5_a_skip_names_the_cells_the_row_keeps() {
+        let mut existing = row(1, "a", Status::Pending);
+        existing.deps = vec![TaskId::new(2)];
+        existing.assignee = "aki".into();
+        let ledger = vec![existing, row(2, "b", Status::Done), row(3, "c", Status::Done)];
+        let mut item = Item::new("a", "src");
+        item.deps = vec!["T-0003".into()];
+        item.assignee = "ben".into();
+        let plan = merge_plan(&ledger, &[item], now(), 10);
+        assert!(plan.patch.is_empty());
+        assert_eq!(plan.skip[0].reason, SkipReason::Kept(vec!["assignee", "deps"]));
+        assert_eq!(
+            plan.skip[0].reason.to_string(),
+            "the row keeps its own assignee, deps (only empty cells are filled from a source)"
+        );
+        let same = Item { assignee: "aki".into(), ..Item::new("a", "src") };
+        let plan = merge_plan(&ledger, &[same], now(), 10);
+        assert_eq!(plan.skip[0].reason, SkipReason::Unchanged);
     }
 
     #[test]

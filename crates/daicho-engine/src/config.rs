@@ -319,7 +319,7 @@ struct RawSource {
 
 /// One value or a list of them (`where = { status = "未回答" }` or `["未回答", "保留"]`).
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected a value or a list of values")]
 enum RawValues {
     One(String),
     Many(Vec<String>),
@@ -357,7 +357,7 @@ impl RawSource {
 
 /// `aggregate = true` (a title made from the source's name) or `aggregate = "Title"`.
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected a title, or true")]
 enum RawAggregate {
     On(bool),
     Title(String),

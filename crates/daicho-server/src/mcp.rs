@@ -15,7 +15,7 @@ use daicho_engine::remote::{ClaimFilter, NextClaim};
 use daicho_store::{ListFilter, Store, StoreError};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{Peer, RoleServer, ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -489,10 +489,13 @@ impl<S: Store + 'static> DaichoMcp<S> {
 #[tool_handler]
 impl<S: Store + 'static> ServerHandler for DaichoMcp<S> {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
-            "daicho is a task ledger. Loop: claim_next → do the work (follow the correction first) → \
+        let daicho = Implementation::new("daicho", env!("CARGO_PKG_VERSION")).with_title("daicho (台帳)");
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(daicho)
+            .with_instructions(
+                "daicho is a task ledger. Loop: claim_next → do the work (follow the correction first) → \
              heartbeat while it takes long → complete (or fail). Register tasks you find with push or in \
              complete's tasks. Only a person approves external tasks or writes corrections.",
-        )
+            )
     }
 }

@@ -68,8 +68,13 @@ pub async fn open(path: &Path, read_only: bool) -> anyhow::Result<AnyStore> {
             PgStore::open(&url).await.with_context(|| format!("cannot open the ledger {}", display(path)))?;
         return Ok(AnyStore::Postgres(store));
     }
-    if !path.exists() {
-        bail!("no ledger at {}; run `daicho init` first (or pass --db PATH)", path.display());
+    match std::fs::metadata(path) {
+        Err(_) => bail!("no ledger at {}; run `daicho init` first (or pass --db PATH)", path.display()),
+        // SQLite would take an empty file for an empty database and make it a ledger.
+        Ok(m) if m.len() == 0 => {
+            bail!("{} is an empty file, not a ledger; `daicho init` makes it one", path.display())
+        }
+        Ok(_) => {}
     }
     let store = SqliteStore::open(path, SqliteOptions { read_only, ..SqliteOptions::default() })
         .await

@@ -67,14 +67,14 @@ struct WireItem {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected an id: a string or a number")]
 enum IdValue {
     Text(String),
     Number(u64),
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected a list of strings or ids, or one comma-separated string")]
 enum StringOrList {
     One(String),
     Many(Vec<IdValue>),
@@ -429,6 +429,25 @@ mod tests {
             let err = parse(text, "in.json", &defaults()).unwrap_err();
             assert!(err.reason.contains(reason), "{text:?}: {err}");
             assert_eq!(err.line, Some(line), "{text:?}: {err}");
+        }
+    }
+
+    /// X4: a field of the wrong shape is named by what it should be, never by an internal type.
+    #[test]
+    fn x4_a_wrong_shape_says_what_is_expected_not_an_internal_type_name() {
+        for (text, expect) in [
+            (
+                r#"[{"title": "a", "deps": 5}]"#,
+                "expected a list of strings or ids, or one comma-separated string",
+            ),
+            (
+                r#"[{"title": "a", "tags": {"x": 1}}]"#,
+                "expected a list of strings or ids, or one comma-separated string",
+            ),
+            (r#"[{"title": "a", "id": true}]"#, "expected an id: a string or a number"),
+        ] {
+            let err = parse(text, "t.json", &ItemDefaults::default()).unwrap_err().to_string();
+            assert!(err.contains(expect) && !err.contains("untagged") && !err.contains("enum"), "{err}");
         }
     }
 

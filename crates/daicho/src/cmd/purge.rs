@@ -37,6 +37,9 @@ fn reasons(list: &[(daicho_core::TaskId, String)]) -> Vec<serde_json::Value> {
 pub async fn purge(args: PurgeArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let now = jiff::Timestamp::now();
     let report = ctx.store().await?.purge_source(&args.source, args.apply, ctx.actor(), now).await?;
+    if report.purged.is_empty() && report.kept.is_empty() {
+        anyhow::bail!("no row of the ledger has the source '{}'", args.source);
+    }
     let purged: Vec<String> = report.purged.iter().map(|t| t.id.to_string()).collect();
     let verb = if args.apply { "purged" } else { "would purge" };
     let mut lines = vec![format!("{verb} {} rows of {}: {}", purged.len(), args.source, purged.join(", "))];
@@ -54,6 +57,9 @@ pub async fn purge(args: PurgeArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
 /// Runs `daicho restore`.
 pub async fn restore(args: RestoreArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let report = ctx.store().await?.restore_source(&args.source, ctx.actor(), jiff::Timestamp::now()).await?;
+    if report.restored.is_empty() && report.skipped.is_empty() {
+        anyhow::bail!("nothing of the source '{}' is purged: nothing to restore", args.source);
+    }
     let restored: Vec<String> = report.restored.iter().map(ToString::to_string).collect();
     let mut lines =
         vec![format!("restored {} rows of {}: {}", restored.len(), args.source, restored.join(", "))];

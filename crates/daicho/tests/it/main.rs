@@ -8,6 +8,7 @@ mod errors;
 mod fault;
 mod formats;
 mod mcp;
+mod newcomer;
 mod outputs;
 mod plan;
 mod serve;

@@ -74,6 +74,12 @@ async fn i4_an_agent_claims_heartbeats_completes_and_pushes_over_mcp() {
 
     let info = client.peer_info().expect("server info");
     assert!(info.instructions.as_deref().unwrap_or_default().contains("claim_next"));
+    let server = info.server_info.as_ref().expect("serverInfo");
+    assert_eq!(
+        (server.name.as_str(), server.version.as_str()),
+        ("daicho", env!("CARGO_PKG_VERSION")),
+        "the agent is told which server and version it talks to"
+    );
     let tools: Vec<String> =
         client.list_all_tools().await.expect("tools").iter().map(|t| t.name.to_string()).collect();
     assert_eq!(tools, ["claim_next", "complete", "fail", "heartbeat", "list", "push", "ready", "show"]);

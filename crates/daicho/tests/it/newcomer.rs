@@ -1,0 +1,55 @@
+//! X4, F2, I4 (issue 16, item 5): what a newcomer meets first — clear refusals instead of
+//! silent surprises.
+
+use crate::Ledger;
+
+/// A 0-byte file named as the ledger is never made one by a command that is not `init`: read
+/// commands and writes alike refuse it and leave it empty.
+#[test]
+fn x4_an_empty_file_is_not_taken_for_a_ledger() {
+    let ledger = Ledger::uninitialized();
+    let empty = ledger.file("empty.db", "");
+    for args in [&["list"][..], &["ready"], &["doctor"], &["show", "T-0001"], &["add", "a task"]] {
+        let mut full = vec!["--db", empty.as_str()];
+        full.extend_from_slice(args);
+        let run = ledger.run(&full);
+        assert_eq!(run.code, 1, "{full:?}: {}", run.stdout);
+        assert!(run.stderr.contains("is an empty file, not a ledger"), "{full:?}: {}", run.stderr);
+        assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0, "{full:?} wrote into the file");
+    }
+    ledger.run(&["--db", &empty, "init"]).ok();
+    ledger.run(&["--db", &empty, "list"]).ok();
+}
+
+/// F2: purging or restoring a source the ledger does not know says so and fails.
+#[test]
+fn f2_purge_and_restore_of_an_unknown_source_say_so() {
+    let ledger = Ledger::new();
+    ledger.run(&["add", "a task", "--source", "scan"]).ok();
+    let purge = ledger.run(&["purge-source", "sacn"]);
+    assert_eq!(purge.code, 1, "{}", purge.stdout);
+    assert!(purge.stderr.contains("no row of the ledger has the source 'sacn'"), "{}", purge.stderr);
+    let restore = ledger.run(&["restore", "scan"]);
+    assert_eq!(restore.code, 1, "{}", restore.stdout);
+    assert!(restore.stderr.contains("nothing of the source 'scan' is purged"), "{}", restore.stderr);
+    ledger.run(&["purge-source", "scan"]).ok();
+}
+
+/// M5: an import whose item offers other values for cells a row already has says that the row
+/// keeps its own, not that nothing changed.
+#[test]
+fn m5_an_import_skip_says_which_cells_the_row_keeps() {
+    let ledger = Ledger::new();
+    let first = ledger.file(
+        "tasks.md",
+        "- [ ] [T-0001] outline\n- [ ] [T-0002] draft | 依存:T-0001\n- [ ] [T-0003] review\n",
+    );
+    ledger.run(&["import", &first]).ok();
+    let again = ledger.file(
+        "tasks.md",
+        "- [ ] [T-0001] outline\n- [ ] [T-0002] draft | 依存:T-0003\n- [ ] [T-0003] review\n",
+    );
+    let run = ledger.run(&["import", &again]).ok();
+    assert!(run.stdout.contains("T-0002 draft: the row keeps its own deps"), "{}", run.stdout);
+    assert!(!run.stdout.contains("T-0002 draft: unchanged"), "{}", run.stdout);
+}
