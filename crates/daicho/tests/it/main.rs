@@ -11,6 +11,7 @@ mod mcp;
 mod newcomer;
 mod outputs;
 mod plan;
+mod readme;
 mod serve;
 mod sync;
 mod view;
