@@ -26,6 +26,7 @@ pub mod format;
 pub mod id;
 pub mod item;
 pub mod key;
+pub mod lang;
 pub mod mapping;
 pub mod merge;
 pub mod policy;

@@ -3,6 +3,7 @@
 //!
 //! The engine applies these decisions; it never re-decides them.
 
+use crate::lang::Lang;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -69,14 +70,25 @@ pub enum Stall {
     },
 }
 
-impl fmt::Display for Stall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Stall::UnknownAction(name) => write!(f, "no executor configured for action '{name}'"),
-            Stall::NoRoute { work_type, assignee } => {
-                write!(f, "no executor accepts type '{work_type}' or assignee '{assignee}'")
+impl Stall {
+    /// Why nothing can run the task, in `lang`.
+    pub fn text(&self, lang: Lang) -> String {
+        match (self, lang) {
+            (Stall::UnknownAction(name), Lang::En) => format!("no executor configured for action '{name}'"),
+            (Stall::UnknownAction(name), Lang::Ja) => format!("AI機能 '{name}' を実行する設定がありません"),
+            (Stall::NoRoute { work_type, assignee }, Lang::En) => {
+                format!("no executor accepts type '{work_type}' or assignee '{assignee}'")
+            }
+            (Stall::NoRoute { work_type, assignee }, Lang::Ja) => {
+                format!("分類 '{work_type}' も担当 '{assignee}' も受け付ける実行先がありません")
             }
         }
+    }
+}
+
+impl fmt::Display for Stall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text(Lang::En))
     }
 }
 
@@ -190,6 +202,31 @@ impl Hold {
             Hold::Stalled(_) => "stalled",
             Hold::ActionCap(..) => "action_cap",
             Hold::DailyCap(_) => "daily_cap",
+        }
+    }
+}
+
+impl Hold {
+    /// Why the task will not run now, in `lang`.
+    pub fn text(&self, lang: Lang) -> String {
+        if lang == Lang::En {
+            return self.to_string();
+        }
+        match self {
+            Hold::Paused(reason) if reason.is_empty() => "一時停止中: `daicho resume` で再開".to_owned(),
+            Hold::Paused(reason) => format!("一時停止中 ({reason}): `daicho resume` で再開"),
+            Hold::NotReady(status) => {
+                format!("実行可能ではありません: 状態が{}か、依存を待っています", status.label(true))
+            }
+            Hold::Manual => "手作業のタスク: AI機能がなく、人が行います".to_owned(),
+            Hold::NoAiTag => "aiタグなし: 自動実行には 🤖 (タグ ai) が必要です".to_owned(),
+            Hold::NotAuto(action) => format!("AI機能 '{action}' は auto に設定されていません"),
+            Hold::AwaitingApproval => "外部送信、承認待ち: 人が承認します (`daicho approve`)".to_owned(),
+            Hold::Heavy(id) => format!("重い処理: `daicho run-heavy {id}` で実行します"),
+            Hold::NotRequested => "実行が依頼されていません: ▶ を付けます (`daicho set --run`)".to_owned(),
+            Hold::Stalled(stall) => format!("停滞: {}", stall.text(lang)),
+            Hold::ActionCap(action, cap) => format!("AI機能 '{action}' の1日の上限 {cap} 回に達しました"),
+            Hold::DailyCap(cap) => format!("1日の上限 {cap} 回に達しました"),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! Markdown, HTML, JSON) live at the edges and draw exactly what this builds, so a cut is never
 //! silent: every project over its cap gets a "… N more" line with the right count.
 
+use crate::lang::Lang;
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::civil::Date;
@@ -189,13 +190,34 @@ fn row(task: &Task, today: Date) -> ViewRow {
 
 /// The count line of a dashboard source (V2): "support: 4 open in inbox (its own dashboard)".
 pub fn dashboard_text(line: &DashboardLine) -> String {
-    format!("{}: {} open in {} (its own dashboard)", line.project, line.open, line.source)
+    dashboard_text_in(line, Lang::En)
+}
+
+/// A dashboard line (V2) in `lang`.
+pub fn dashboard_text_in(line: &DashboardLine, lang: Lang) -> String {
+    match lang {
+        Lang::En => format!("{}: {} open in {} (its own dashboard)", line.project, line.open, line.source),
+        Lang::Ja => format!("{}: {} に未完了 {} 件 (専用の一覧)", line.project, line.source, line.open),
+    }
 }
 
 /// The "… N more in the P ledger" line of V3.
 pub fn more_text(line: &MoreLine) -> String {
-    let project = if line.project.is_empty() { "(no project)" } else { &line.project };
-    format!("… {} more in the {project} ledger", line.more)
+    more_text_in(line, Lang::En)
+}
+
+/// The "… N more in the P ledger" line of V3 in `lang`.
+pub fn more_text_in(line: &MoreLine, lang: Lang) -> String {
+    match lang {
+        Lang::En => {
+            let project = if line.project.is_empty() { "(no project)" } else { &line.project };
+            format!("… {} more in the {project} ledger", line.more)
+        }
+        Lang::Ja => {
+            let project = if line.project.is_empty() { "(案件なし)" } else { &line.project };
+            format!("… {project} の台帳にあと {} 件", line.more)
+        }
+    }
 }
 
 #[cfg(test)]

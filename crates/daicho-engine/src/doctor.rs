@@ -1,5 +1,6 @@
 //! Stuck states found and explained, each with the command that fixes it (F3).
 
+use daicho_core::lang::Lang;
 use std::collections::BTreeMap;
 
 use daicho_core::policy::Hold;
@@ -40,6 +41,16 @@ impl<S: Store + 'static> Engine<S> {
     ///
     /// A store error.
     pub async fn doctor(&self) -> Result<DoctorReport, StoreError> {
+        self.doctor_in(Lang::En).await
+    }
+
+    /// [`Engine::doctor`] with the explanations in `lang` (kinds and fixes stay as typed).
+    ///
+    /// # Errors
+    ///
+    /// A store error.
+    pub async fn doctor_in(&self, lang: Lang) -> Result<DoctorReport, StoreError> {
+        let t = |en: String, ja: String| if lang.is_ja() { ja } else { en };
         let store = self.store();
         let now = self.now();
         let mut findings = Vec::new();
@@ -47,7 +58,10 @@ impl<S: Store + 'static> Engine<S> {
             findings.push(Finding {
                 kind: "paused",
                 task: None,
-                explanation: format!("the kill switch is on ({reason}): nothing runs"),
+                explanation: t(
+                    format!("the kill switch is on ({reason}): nothing runs"),
+                    format!("停止スイッチが入っています ({reason}): 何も実行されません"),
+                ),
                 fix: "daicho resume   (and remove a PAUSED file beside daicho.toml, if there is one)".into(),
             });
         }
@@ -55,11 +69,20 @@ impl<S: Store + 'static> Engine<S> {
             store.list(ListFilter { statuses: vec![Status::Running], ..ListFilter::default() }).await?;
         for task in running.iter().filter(|t| t.lease.as_ref().is_none_or(|l| l.expires_at <= now)) {
             let explanation = match &task.lease {
-                Some(lease) => format!(
-                    "running, but the lease of {} expired at {}: a lost run",
-                    lease.owner, lease.expires_at
+                Some(lease) => t(
+                    format!(
+                        "running, but the lease of {} expired at {}: a lost run",
+                        lease.owner, lease.expires_at
+                    ),
+                    format!(
+                        "実行中ですが {} のリースが {} に切れています: 失われた実行です",
+                        lease.owner, lease.expires_at
+                    ),
                 ),
-                None => "running without a lease: a lost run".to_owned(),
+                None => t(
+                    "running without a lease: a lost run".into(),
+                    "リースなしで実行中: 失われた実行です".into(),
+                ),
             };
             findings.push(Finding {
                 kind: "expired_lease",
@@ -74,9 +97,15 @@ impl<S: Store + 'static> Engine<S> {
                 findings.push(Finding {
                     kind: "dead_owner",
                     task: Some(task.id.to_string()),
-                    explanation: format!(
-                        "running under {}, a process of this machine that is gone: the run is lost (its lease ends at {})",
-                        lease.owner, lease.expires_at
+                    explanation: t(
+                        format!(
+                            "running under {}, a process of this machine that is gone: the run is lost (its lease ends at {})",
+                            lease.owner, lease.expires_at
+                        ),
+                        format!(
+                            "このマシンの終了したプロセス {} のもとで実行中: 実行は失われています (リースは {} まで)",
+                            lease.owner, lease.expires_at
+                        ),
                     ),
                     fix: format!(
                         "wait until {} and `daicho sweep --role run-requested --max 0` counts it as a lost run, or return it now: daicho set {} --status pending",
@@ -92,7 +121,7 @@ impl<S: Store + 'static> Engine<S> {
                 Err(hold @ Hold::Stalled(_)) => findings.push(Finding {
                     kind: "stalled",
                     task: Some(task.id.to_string()),
-                    explanation: format!("ready, but {hold}"),
+                    explanation: t(format!("ready, but {hold}"), format!("実行可能ですが、{}", hold.text(lang))),
                     fix: format!(
                         "add an [[action]] that accepts it to daicho.toml, or: daicho set {} --status dropped",
                         task.id
@@ -101,7 +130,10 @@ impl<S: Store + 'static> Engine<S> {
                 Err(Hold::AwaitingApproval) => findings.push(Finding {
                     kind: "awaiting_approval",
                     task: Some(task.id.to_string()),
-                    explanation: "external: waits for a person's approval".into(),
+                    explanation: t(
+                        "external: waits for a person's approval".into(),
+                        "外部送信: 人の承認を待っています".into(),
+                    ),
                     fix: format!("daicho approve {}   (or: daicho set {} --status dropped)", task.id, task.id),
                 }),
                 _ => {}
@@ -113,7 +145,13 @@ impl<S: Store + 'static> Engine<S> {
             findings.push(Finding {
                 kind: "needs_human",
                 task: Some(task.id.to_string()),
-                explanation: format!("parked after {} failures; see `daicho log {}`", task.failures, task.id),
+                explanation: t(
+                    format!("parked after {} failures; see `daicho log {}`", task.failures, task.id),
+                    format!(
+                        "{} 回の失敗で人の手に戻されました。`daicho log {}` を見てください",
+                        task.failures, task.id
+                    ),
+                ),
                 fix: format!(
                     "daicho set {} --status pending --correction \"what to do differently\"",
                     task.id
@@ -128,9 +166,9 @@ impl<S: Store + 'static> Engine<S> {
             findings.push(Finding {
                 kind: "cycle",
                 task: Some(first.clone()),
-                explanation: format!(
-                    "dependency cycle: {} (none of them can ever be ready)",
-                    path.join(" → ")
+                explanation: t(
+                    format!("dependency cycle: {} (none of them can ever be ready)", path.join(" → ")),
+                    format!("依存の循環: {} (どれも実行可能になりません)", path.join(" → ")),
                 ),
                 fix: format!("daicho set {first} --deps \"…\"   (its deps without {second})"),
             });

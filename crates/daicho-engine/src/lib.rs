@@ -23,7 +23,7 @@ pub mod sources;
 pub mod spool;
 pub mod supervise;
 pub mod sync;
-mod text;
+pub mod text;
 pub mod view;
 mod work;
 
@@ -43,6 +43,7 @@ pub use config::{
 };
 pub use error::Error;
 use executor::{ExecOutcome, RunContext};
+pub use text::Text;
 pub use work::{WorkOptions, WorkTotals};
 
 /// A sweep role (R1): what a scheduled invocation does.

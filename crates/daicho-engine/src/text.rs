@@ -1,9 +1,11 @@
-//! How each report reads to a person, in one place: `daicho` prints these lines after a command
-//! (and the same values as JSON with `--json`), `serve` prints them for each scheduled role.
+//! How each report reads to a person, in one place and in either language (`Lang`): `daicho`
+//! prints these lines after a command (and the same values as JSON with `--json`), `serve`
+//! prints them for each scheduled role. `Display` is the English text.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use daicho_core::format::clip;
+use daicho_core::lang::Lang;
 
 use crate::doctor::DoctorReport;
 use crate::plan::PlanReport;
@@ -11,185 +13,294 @@ use crate::sync::{SourceReport, SyncReport, SyncSweepReport};
 use crate::view::ViewReport;
 use crate::{Held, RunReport, RunResult, SweepReport, WorkTotals};
 
-/// One line about a run.
-impl fmt::Display for RunReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let status = self.status.map(|s| s.to_string()).unwrap_or_else(|| "unchanged".to_owned());
-        write!(f, "ran {} with {} (attempt {}): ", self.id, self.action, self.attempt)?;
-        match self.result {
-            RunResult::Success => write!(f, "success, now {status}")?,
-            RunResult::Failure => {
-                write!(f, "failed, now {status}: {}", self.error.as_deref().unwrap_or_default())?
-            }
-            RunResult::Timeout => {
-                write!(f, "timed out, now {status}: {}", self.error.as_deref().unwrap_or_default())?;
-            }
-            RunResult::LeaseLost => f.write_str("lease lost, result not recorded")?,
-            RunResult::Interrupted => {
-                write!(f, "interrupted by the operator, now {status} (no failure counted)")?;
+/// A report that reads to a person in either language.
+pub trait Text {
+    /// The report's text in `lang`.
+    fn text(&self, lang: Lang) -> String;
+}
+
+/// Implements [`Text`] by a type's own `text(lang)`, and `Display` as its English text.
+macro_rules! english {
+    ($($ty:ty),*) => {$(
+        impl Text for $ty {
+            fn text(&self, lang: Lang) -> String {
+                <$ty>::text(self, lang)
             }
         }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&<$ty>::text(self, Lang::En))
+            }
+        }
+    )*};
+}
+
+english!(
+    RunReport,
+    Held,
+    SweepReport,
+    SourceReport,
+    SyncReport,
+    SyncSweepReport,
+    ViewReport,
+    DoctorReport,
+    PlanReport,
+    WorkTotals
+);
+
+impl RunReport {
+    /// One line about the run.
+    pub fn text(&self, lang: Lang) -> String {
+        let ja = lang.is_ja();
+        let status = self
+            .status
+            .map(|s| s.label(ja).to_owned())
+            .unwrap_or_else(|| lang.pick("unchanged", "変更なし").into());
+        let error = self.error.as_deref().unwrap_or_default();
+        let (id, action, attempt) = (self.id, &self.action, self.attempt);
+        let mut line = match (&self.result, lang) {
+            (RunResult::Success, Lang::En) => {
+                format!("ran {id} with {action} (attempt {attempt}): success, now {status}")
+            }
+            (RunResult::Success, Lang::Ja) => {
+                format!("{id} を {action} で実行 (試行 {attempt}): 成功、状態は{status}")
+            }
+            (RunResult::Failure, Lang::En) => {
+                format!("ran {id} with {action} (attempt {attempt}): failed, now {status}: {error}")
+            }
+            (RunResult::Failure, Lang::Ja) => {
+                format!("{id} を {action} で実行 (試行 {attempt}): 失敗、状態は{status}: {error}")
+            }
+            (RunResult::Timeout, Lang::En) => {
+                format!("ran {id} with {action} (attempt {attempt}): timed out, now {status}: {error}")
+            }
+            (RunResult::Timeout, Lang::Ja) => {
+                format!("{id} を {action} で実行 (試行 {attempt}): 時間切れ、状態は{status}: {error}")
+            }
+            (RunResult::LeaseLost, Lang::En) => {
+                format!("ran {id} with {action} (attempt {attempt}): lease lost, result not recorded")
+            }
+            (RunResult::LeaseLost, Lang::Ja) => {
+                format!("{id} を {action} で実行 (試行 {attempt}): リースを失い、結果は記録されません")
+            }
+            (RunResult::Interrupted, Lang::En) => format!(
+                "ran {id} with {action} (attempt {attempt}): interrupted by the operator, now {status} (no failure counted)"
+            ),
+            (RunResult::Interrupted, Lang::Ja) => {
+                format!(
+                    "{id} を {action} で実行 (試行 {attempt}): 操作者が中断、状態は{status} (失敗に数えません)"
+                )
+            }
+        };
         if let Some((added, updated, skipped)) = self.pushed {
-            write!(f, "; found tasks: {added} added, {updated} updated, {skipped} skipped")?;
+            let _ = match lang {
+                Lang::En => {
+                    write!(line, "; found tasks: {added} added, {updated} updated, {skipped} skipped")
+                }
+                Lang::Ja => {
+                    write!(line, "; 見つかったタスク: 追加 {added}、更新 {updated}、スキップ {skipped}")
+                }
+            };
         }
         if let Some(error) = &self.push_error {
-            write!(f, "; found tasks not pushed: {error}")?;
+            let _ = write!(
+                line,
+                "; {}: {error}",
+                lang.pick("found tasks not pushed", "見つかったタスクを登録できません")
+            );
         }
-        Ok(())
+        line
     }
 }
 
-/// A ready task that did not run: its id, its title (clipped) and why.
-impl fmt::Display for Held {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: {}", self.id, clip(&self.title, 40), self.hold)
+impl Held {
+    /// The task's id, its title (clipped) and why it did not run.
+    pub fn text(&self, lang: Lang) -> String {
+        format!("{} {}: {}", self.id, clip(&self.title, 40), self.hold.text(lang))
     }
 }
 
 impl SweepReport {
     /// The sweep in one line, as `serve` prints each scheduled sweep.
     pub fn summary(&self) -> String {
-        let paused = self.paused.as_deref().map(|r| format!(" (paused: {r})")).unwrap_or_default();
-        format!(
-            "{} ran, {} held, {} queued for approval, {} lost runs counted, {} truncated{paused}",
-            self.ran.len(),
-            self.held.len(),
-            self.queued.len(),
-            self.lost.len(),
-            self.truncated,
-        )
+        self.summary_in(Lang::En)
     }
-}
 
-/// Every line of a sweep: lost runs counted, runs, held and queued tasks, then the totals.
-impl fmt::Display for SweepReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The sweep in one line, in `lang`.
+    pub fn summary_in(&self, lang: Lang) -> String {
+        let (ran, held, queued, lost, truncated) =
+            (self.ran.len(), self.held.len(), self.queued.len(), self.lost.len(), self.truncated);
+        match (lang, self.paused.as_deref()) {
+            (Lang::En, paused) => {
+                let paused = paused.map(|r| format!(" (paused: {r})")).unwrap_or_default();
+                format!(
+                    "{ran} ran, {held} held, {queued} queued for approval, {lost} lost runs counted, {truncated} truncated{paused}"
+                )
+            }
+            (Lang::Ja, paused) => {
+                let paused = paused.map(|r| format!(" (一時停止中: {r})")).unwrap_or_default();
+                format!(
+                    "実行 {ran}、保留 {held}、承認待ちへ {queued}、失われた実行 {lost}、持ち越し {truncated}{paused}"
+                )
+            }
+        }
+    }
+
+    /// Every line of the sweep: lost runs counted, runs, held and queued tasks, then the totals.
+    pub fn text(&self, lang: Lang) -> String {
         if let Some(reason) = &self.paused {
-            return write!(f, "paused ({reason}): nothing ran; `daicho resume` to run again");
+            return match lang {
+                Lang::En => format!("paused ({reason}): nothing ran; `daicho resume` to run again"),
+                Lang::Ja => format!("一時停止中 ({reason}): 何も実行していません。`daicho resume` で再開"),
+            };
         }
+        let mut lines = Vec::new();
         for (id, status) in &self.lost {
-            writeln!(f, "lost run of {id} counted as a timeout failure; now {status}")?;
+            lines.push(match lang {
+                Lang::En => format!("lost run of {id} counted as a timeout failure; now {status}"),
+                Lang::Ja => {
+                    format!("{id} の失われた実行を時間切れの失敗に数えました。状態は{}", status.label(true))
+                }
+            });
         }
-        for run in &self.ran {
-            writeln!(f, "{run}")?;
-        }
-        for held in &self.held {
-            writeln!(f, "held {held}")?;
-        }
-        for id in &self.queued {
-            writeln!(f, "queued {id} for approval")?;
-        }
+        lines.extend(self.ran.iter().map(|run| run.text(lang)));
+        lines.extend(
+            self.held.iter().map(|held| format!("{} {}", lang.pick("held", "保留"), held.text(lang))),
+        );
+        lines.extend(self.queued.iter().map(|id| match lang {
+            Lang::En => format!("queued {id} for approval"),
+            Lang::Ja => format!("{id} を承認待ちにしました"),
+        }));
         if self.recovered > 0 {
-            writeln!(f, "recorded {} run end(s) a crashed process left unrecorded", self.recovered)?;
+            lines.push(match lang {
+                Lang::En => {
+                    format!("recorded {} run end(s) a crashed process left unrecorded", self.recovered)
+                }
+                Lang::Ja => {
+                    format!("異常終了したプロセスが残した実行結果 {} 件を記録しました", self.recovered)
+                }
+            });
         }
-        write!(
-            f,
-            "{} ran, {} held, {} queued for approval, truncated: {}",
-            self.ran.len(),
-            self.held.len(),
-            self.queued.len(),
-            self.truncated
-        )
+        let (ran, held, queued, truncated) =
+            (self.ran.len(), self.held.len(), self.queued.len(), self.truncated);
+        lines.push(match lang {
+            Lang::En => {
+                format!("{ran} ran, {held} held, {queued} queued for approval, truncated: {truncated}")
+            }
+            Lang::Ja => format!("実行 {ran}、保留 {held}、承認待ちへ {queued}、持ち越し: {truncated}"),
+        });
+        lines.join("\n")
     }
 }
 
-/// One source's line: its counts, fields only a person writes that it carried, or its failure.
-impl fmt::Display for SourceReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl SourceReport {
+    /// One source's line: its counts, fields only a person writes that it carried, or its failure.
+    pub fn text(&self, lang: Lang) -> String {
         if let Some(e) = &self.error {
-            return write!(f, "{}: FAILED: {e}", self.source);
+            return format!("{}: {}: {e}", self.source, lang.pick("FAILED", "失敗"));
         }
-        write!(
-            f,
-            "{}: {} read, {} added, {} updated, {} skipped, {} truncated",
-            self.source, self.read, self.added, self.updated, self.skipped, self.truncated
-        )?;
+        let (source, read, added, updated, skipped, truncated) =
+            (&self.source, self.read, self.added, self.updated, self.skipped, self.truncated);
+        let mut line = match lang {
+            Lang::En => format!(
+                "{source}: {read} read, {added} added, {updated} updated, {skipped} skipped, {truncated} truncated"
+            ),
+            Lang::Ja => format!(
+                "{source}: 読込 {read}、追加 {added}、更新 {updated}、スキップ {skipped}、持ち越し {truncated}"
+            ),
+        };
         if !self.ignored.is_empty() {
             let mut fields: Vec<&str> = self.ignored.iter().map(|i| i.field).collect();
             fields.sort_unstable();
             fields.dedup();
             let (count, fields) = (self.ignored.len(), fields.join(", "));
-            write!(f, ", {count} field(s) ignored ({fields}: only a person writes them)")?;
+            let _ = match lang {
+                Lang::En => write!(line, ", {count} field(s) ignored ({fields}: only a person writes them)"),
+                Lang::Ja => write!(line, "、無視した欄 {count} ({fields}: 人だけが書く欄です)"),
+            };
         }
-        Ok(())
+        line
     }
 }
 
-/// A line per source pulled.
-impl fmt::Display for SyncReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl SyncReport {
+    /// A line per source pulled.
+    pub fn text(&self, lang: Lang) -> String {
         if self.sources.is_empty() {
-            return f.write_str("no sources configured (add [[source]] tables to daicho.toml)");
+            return lang
+                .pick(
+                    "no sources configured (add [[source]] tables to daicho.toml)",
+                    "取り込み元がありません (daicho.toml に [[source]] を加えます)",
+                )
+                .to_owned();
         }
-        lines(f, &self.sources)
+        self.sources.iter().map(|s| s.text(lang)).collect::<Vec<_>>().join("\n")
     }
 }
 
-/// A line per source pulled, then what is left for the next sweep.
-impl fmt::Display for SyncSweepReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for source in &self.sources {
-            writeln!(f, "{source}")?;
-        }
-        write!(
-            f,
-            "{} sources synced, {} failed, {} left for the next sweep",
-            self.sources.len(),
-            self.failed,
-            self.truncated
-        )
+impl SyncSweepReport {
+    /// A line per source pulled, then what is left for the next sweep.
+    pub fn text(&self, lang: Lang) -> String {
+        let mut lines: Vec<String> = self.sources.iter().map(|s| s.text(lang)).collect();
+        let (synced, failed, left) = (self.sources.len(), self.failed, self.truncated);
+        lines.push(match lang {
+            Lang::En => format!("{synced} sources synced, {failed} failed, {left} left for the next sweep"),
+            Lang::Ja => format!("取り込み {synced} 件、失敗 {failed} 件、次回に持ち越し {left} 件"),
+        });
+        lines.join("\n")
     }
 }
 
-/// The files the view role wrote.
-impl fmt::Display for ViewReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "view: wrote {}", self.written.join(", "))
+impl ViewReport {
+    /// The files the view role wrote.
+    pub fn text(&self, lang: Lang) -> String {
+        format!("{}{}", lang.pick("view: wrote ", "一覧を書き出しました: "), self.written.join(", "))
     }
 }
 
-/// Each finding with the command that fixes it, or `nothing stuck`.
-impl fmt::Display for DoctorReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl DoctorReport {
+    /// Each finding with the command that fixes it, or that nothing is stuck.
+    pub fn text(&self, lang: Lang) -> String {
         if self.findings.is_empty() {
-            return f.write_str("nothing stuck");
+            return lang.pick("nothing stuck", "詰まっているものはありません").to_owned();
         }
+        let fix = lang.pick("fix", "直し方");
         let text = self.findings.iter().map(|finding| {
             let task = finding.task.as_deref().map(|t| format!("{t} ")).unwrap_or_default();
-            format!("{}: {task}{}\n  fix: {}", finding.kind, finding.explanation, finding.fix)
+            format!("{}: {task}{}\n  {fix}: {}", finding.kind, finding.explanation, finding.fix)
         });
-        f.write_str(&text.collect::<Vec<_>>().join("\n"))
+        text.collect::<Vec<_>>().join("\n")
     }
 }
 
-/// The tasks a plan added, and the old plan's tasks it dropped.
-impl fmt::Display for PlanReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "planned '{}': {} tasks added ({})", self.goal, self.added.len(), self.added.join(", "))?;
+impl PlanReport {
+    /// The tasks a plan added, and the old plan's tasks it dropped.
+    pub fn text(&self, lang: Lang) -> String {
+        let (goal, count, added) = (&self.goal, self.added.len(), self.added.join(", "));
+        let mut line = match lang {
+            Lang::En => format!("planned '{goal}': {count} tasks added ({added})"),
+            Lang::Ja => format!("'{goal}' の計画: タスク {count} 件を追加 ({added})"),
+        };
         if !self.dropped.is_empty() {
-            write!(f, "; the old plan's open tasks dropped: {}", self.dropped.join(", "))?;
+            let label = lang.pick("the old plan's open tasks dropped", "前の計画の未完了タスクを中止");
+            let _ = write!(line, "; {label}: {}", self.dropped.join(", "));
         }
-        Ok(())
+        line
     }
 }
 
-/// What a worker did, when it stops.
-impl fmt::Display for WorkTotals {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "worker done: {} runs, {} failed, {} interrupted, {} lost runs counted",
-            self.ran, self.failed, self.interrupted, self.lost_counted
-        )
-    }
-}
-
-fn lines<T: fmt::Display>(f: &mut fmt::Formatter<'_>, items: &[T]) -> fmt::Result {
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            f.write_str("\n")?;
+impl WorkTotals {
+    /// What a worker did, when it stops.
+    pub fn text(&self, lang: Lang) -> String {
+        let (ran, failed, interrupted, lost) = (self.ran, self.failed, self.interrupted, self.lost_counted);
+        match lang {
+            Lang::En => format!(
+                "worker done: {ran} runs, {failed} failed, {interrupted} interrupted, {lost} lost runs counted"
+            ),
+            Lang::Ja => {
+                format!("ワーカー終了: 実行 {ran}、失敗 {failed}、中断 {interrupted}、失われた実行 {lost}")
+            }
         }
-        write!(f, "{item}")?;
     }
-    Ok(())
 }

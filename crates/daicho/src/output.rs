@@ -6,16 +6,17 @@ use comfy_table::{ContentArrangement, LineStyle, Table, TableStyle, presets};
 use daicho_core::Task;
 use daicho_core::format::clip;
 use daicho_core::format::csv::{self, COLUMNS};
+use daicho_core::lang::Lang;
 use daicho_store::JournalEntry;
 use serde::Serialize;
 
-/// Whether labels are shown in Japanese: `DAICHO_LANG`, `LC_ALL`, `LC_MESSAGES` or `LANG`
-/// starting with `ja`.
-pub fn locale_is_ja() -> bool {
+/// The language of messages: the first of `DAICHO_LANG`, `LC_ALL`, `LC_MESSAGES` and `LANG` that
+/// is set; Japanese when it starts with `ja`.
+pub fn locale() -> Lang {
     ["DAICHO_LANG", "LC_ALL", "LC_MESSAGES", "LANG"]
         .iter()
         .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-        .is_some_and(|v| v.starts_with("ja"))
+        .map_or(Lang::En, |v| Lang::of_locale(&v))
 }
 
 /// Writes text to stdout; a closed pipe surfaces as an error that `main` treats as quiet.
@@ -180,8 +181,8 @@ pub fn task_detail(task: &Task, ja: bool) -> String {
     ];
     let rows: Vec<((&str, &str), String)> =
         COLUMNS.into_iter().zip(csv::cells(task, ja)).chain(more).collect();
-    // Japanese labels are double width on a terminal.
-    let width_of = |(en, jp): (&str, &str)| if ja { jp.chars().count() * 2 } else { en.len() };
+    // Aligned by display width: a Japanese character takes two columns, `▶` and ASCII one.
+    let width_of = |(en, jp): (&str, &str)| unicode_width::UnicodeWidthStr::width(if ja { jp } else { en });
     let width = rows.iter().map(|(label, _)| width_of(*label)).max().unwrap_or(0);
     let mut out = String::new();
     for (label, value) in rows {
@@ -193,11 +194,17 @@ pub fn task_detail(task: &Task, ja: bool) -> String {
 }
 
 /// A table of journal entries.
-pub fn journal_table(entries: &[JournalEntry]) -> String {
-    let mut t = table(vec!["seq", "at", "actor", "kind", "changes"], presets::UTF8_HORIZONTAL_ONLY);
+pub fn journal_table(entries: &[JournalEntry], ja: bool) -> String {
+    let header = if ja {
+        vec!["番号", "日時", "変更者", "種類", "変更"]
+    } else {
+        vec!["seq", "at", "actor", "kind", "changes"]
+    };
+    let mut t = table(header, presets::UTF8_HORIZONTAL_ONLY);
+    let created = if ja { "作成" } else { "created" };
     for e in entries {
         let changes: Vec<String> = if e.kind == "add" {
-            vec![format!("created: {}", e.after.get("title").and_then(|v| v.as_str()).unwrap_or_default())]
+            vec![format!("{created}: {}", e.after.get("title").and_then(|v| v.as_str()).unwrap_or_default())]
         } else {
             e.after
                 .iter()

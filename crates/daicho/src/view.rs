@@ -2,7 +2,8 @@
 //! (`daicho_engine::view`, which the view role writes with). Each draws every row, dashboard
 //! count and "… N more" line that `daicho_core::view::cross_view` built.
 
-use daicho_core::view::{CrossView, Mark, dashboard_text, more_text};
+use daicho_core::lang::Lang;
+use daicho_core::view::{CrossView, Mark, dashboard_text_in, more_text_in};
 use daicho_engine::view::{due, html, markdown, marks};
 
 use crate::output;
@@ -21,20 +22,34 @@ pub enum ViewFormat {
 }
 
 /// Draws the view.
-pub fn render(view: &CrossView, format: ViewFormat, colour: bool) -> anyhow::Result<String> {
+pub fn render(view: &CrossView, format: ViewFormat, colour: bool, lang: Lang) -> anyhow::Result<String> {
     Ok(match format {
         ViewFormat::Json => serde_json::to_string_pretty(view)? + "\n",
-        ViewFormat::Term => term(view, colour),
+        ViewFormat::Term => term(view, colour, lang),
         ViewFormat::Md => markdown(view),
         ViewFormat::Html => html(view),
     })
 }
 
-fn term(view: &CrossView, colour: bool) -> String {
-    let mut table =
-        output::table(vec!["", "id", "project", "status", "due", "title", "assignee"], output::DENSE);
+fn term(view: &CrossView, colour: bool, lang: Lang) -> String {
+    let ja = lang.is_ja();
+    let header = if ja {
+        vec!["", "タスクID", "案件", "状態", "期限", "タスク", "担当"]
+    } else {
+        vec!["", "id", "project", "status", "due", "title", "assignee"]
+    };
+    let mut table = output::table(header, output::DENSE);
     for row in &view.rows {
-        let mut flag = marks(&row.marks);
+        let mut flag = if ja {
+            let word = |m: &Mark| match m {
+                Mark::Overdue => "期限切れ",
+                Mark::Review => "確認待ち",
+                Mark::NeedsHuman => "要人手",
+            };
+            row.marks.iter().map(word).collect::<Vec<_>>().join(" ")
+        } else {
+            marks(&row.marks)
+        };
         if colour && !row.marks.is_empty() {
             let code = match row.marks[0] {
                 Mark::Overdue => "31",
@@ -47,19 +62,22 @@ fn term(view: &CrossView, colour: bool) -> String {
             flag,
             row.id.clone(),
             row.project.clone(),
-            row.status.as_str().to_owned(),
+            row.status.label(ja).to_owned(),
             due(row.due),
             daicho_core::format::clip(&row.title, 60),
             row.assignee.clone(),
         ]);
     }
-    let mut out = if view.rows.is_empty() { "no open work\n".to_owned() } else { format!("{table}\n") };
+    let mut out = match view.rows.is_empty() {
+        true => format!("{}\n", lang.pick("no open work", "未完了の作業はありません")),
+        false => format!("{table}\n"),
+    };
     for d in &view.dashboards {
-        out.push_str(&dashboard_text(d));
+        out.push_str(&dashboard_text_in(d, lang));
         out.push('\n');
     }
     for more in &view.more {
-        out.push_str(&more_text(more));
+        out.push_str(&more_text_in(more, lang));
         out.push('\n');
     }
     out

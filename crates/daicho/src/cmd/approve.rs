@@ -24,14 +24,20 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         let (mut json, mut lines) = (Vec::new(), Vec::new());
         for (id, queued_at) in store.approvals().await? {
             let title = store.get(id).await?.map(|t| t.title).unwrap_or_default();
-            lines.push(format!("{id}  {}  (queued {queued_at})", clip(&title, 60)));
+            let queued = ctx.lang.pick("queued", "登録");
+            lines.push(format!("{id}  {}  ({queued} {queued_at})", clip(&title, 60)));
             json.push(serde_json::json!({ "id": id.to_string(), "title": title, "queued_at": queued_at.to_string() }));
         }
-        let text = if lines.is_empty() { "the approval queue is empty".to_owned() } else { lines.join("\n") };
+        let empty = ctx.lang.pick("the approval queue is empty", "承認待ちはありません");
+        let text = if lines.is_empty() { empty.to_owned() } else { lines.join("\n") };
         ctx.emit(&json, text)?;
         return Ok(ExitCode::SUCCESS);
     };
     let task = store.approve(id, ctx.actor(), jiff::Timestamp::now()).await?;
-    ctx.emit(&TaskJson::from(&task), format!("approved {id}: the next run-requested sweep runs it"))?;
+    let text = match ctx.ja() {
+        false => format!("approved {id}: the next run-requested sweep runs it"),
+        true => format!("{id} を承認しました: 次の実行依頼の巡回で実行します"),
+    };
+    ctx.emit(&TaskJson::from(&task), text)?;
     Ok(ExitCode::SUCCESS)
 }

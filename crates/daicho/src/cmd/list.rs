@@ -52,7 +52,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let tasks = ctx.reader().await?.list(ListFilter { project, statuses, source, tag, after, limit }).await?;
     let text = match tasks.len() {
         0 => "no tasks".to_owned(),
-        n => format!("{}\n{n} task{}", output::task_table(&tasks, ctx.ja), if n == 1 { "" } else { "s" }),
+        n => format!("{}\n{n} task{}", output::task_table(&tasks, ctx.ja()), if n == 1 { "" } else { "s" }),
     };
     ctx.emit(&tasks.iter().map(TaskJson::from).collect::<Vec<_>>(), text)?;
     Ok(ExitCode::SUCCESS)

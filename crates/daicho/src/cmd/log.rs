@@ -25,6 +25,6 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         return Err(StoreError::NotFound(args.id).into());
     }
     let json: Vec<JournalJson> = entries.iter().map(JournalJson::from).collect();
-    ctx.emit(&json, output::journal_table(&entries))?;
+    ctx.emit(&json, output::journal_table(&entries, ctx.ja()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -31,7 +31,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         daicho_server::mcp::serve_stdio(engine, args.agent).await?;
         return Ok(ExitCode::SUCCESS);
     }
-    let server = args.web.start(&engine, ctx.ja, &std::sync::Arc::default()).await?;
+    let server = args.web.start(&engine, ctx.ja(), &std::sync::Arc::default()).await?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

@@ -39,8 +39,8 @@ pub struct Context {
     pub db: PathBuf,
     /// `--json`: machine-readable output.
     pub json: bool,
-    /// Japanese labels (locale `ja`).
-    pub ja: bool,
+    /// The language of messages and labels (`DAICHO_LANG`, or the locale).
+    pub lang: daicho_core::lang::Lang,
     /// The person running the command, for the journal (`human:<name>`).
     pub user: String,
     /// `--config`, if given.
@@ -71,9 +71,15 @@ impl Context {
         if self.json { crate::output::print_json(json) } else { crate::output::print(&text.to_string()) }
     }
 
-    /// Prints a report that reads both ways (JSON with `--json`, else its text).
-    pub fn report<R: serde::Serialize + std::fmt::Display>(&self, report: &R) -> anyhow::Result<()> {
-        self.emit(report, report)
+    /// Prints a report that reads both ways (JSON with `--json`, else its text in the
+    /// person's language).
+    pub fn report<R: serde::Serialize + daicho_engine::Text>(&self, report: &R) -> anyhow::Result<()> {
+        self.emit(report, report.text(self.lang))
+    }
+
+    /// Japanese labels.
+    pub fn ja(&self) -> bool {
+        self.lang.is_ja()
     }
 
     /// The `PAUSED` file beside the configuration (or in the current directory without one).
@@ -174,7 +180,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let ctx = Context {
         db: crate::ledger::path(cli.db.as_deref()),
         json: cli.json,
-        ja: crate::output::locale_is_ja(),
+        lang: crate::output::locale(),
         user: std::env::var("DAICHO_USER")
             .or_else(|_| std::env::var("USER"))
             .unwrap_or_else(|_| "local".to_owned()),

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use daicho_core::lang::Lang;
 use daicho_store::Store;
 
 use super::Context;
@@ -23,14 +24,30 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let engine = ctx.engine().await?;
     let ready = engine.store().ready(jiff::Timestamp::now(), args.limit).await?;
     let decisions = engine.explain(&ready.tasks, daicho_engine::Role::Auto).await?;
+    let reasons: Vec<String> = decisions
+        .iter()
+        .map(|d| match (d, ctx.lang) {
+            (Ok(action), Lang::En) => format!("runs with {action}"),
+            (Ok(action), Lang::Ja) => format!("{action} で実行します"),
+            (Err(hold), lang) => hold.text(lang),
+        })
+        .collect();
     let json = ReadyWhyJson::new(&ready, decisions);
-    let text = if ready.total == 0 {
-        "nothing is ready".to_owned()
-    } else {
-        let reasons: Vec<String> = json.why.iter().map(|w| w.reason.clone()).collect();
-        let more = ready.total - ready.tasks.len();
-        let tail = if more > 0 { format!(" ({more} more; use --limit)") } else { String::new() };
-        format!("{}\n{} ready{tail}", output::ready_table(&ready.tasks, &reasons, ctx.ja), ready.total)
+    let (total, more) = (ready.total, ready.total - ready.tasks.len());
+    let text = match (total, ctx.lang) {
+        (0, lang) => lang.pick("nothing is ready", "実行可能なタスクはありません").to_owned(),
+        (_, lang) => {
+            let tail = match (more, lang) {
+                (0, _) => String::new(),
+                (more, Lang::En) => format!(" ({more} more; use --limit)"),
+                (more, Lang::Ja) => format!(" (ほか {more} 件; --limit で表示)"),
+            };
+            let count = match lang {
+                Lang::En => format!("{total} ready{tail}"),
+                Lang::Ja => format!("実行可能 {total} 件{tail}"),
+            };
+            format!("{}\n{count}", output::ready_table(&ready.tasks, &reasons, ctx.ja()))
+        }
     };
     ctx.emit(&json, text)?;
     Ok(ExitCode::SUCCESS)

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use daicho_core::TaskId;
+use daicho_core::lang::Lang;
 use daicho_engine::{RunOne, RunResult};
 
 use super::Context;
@@ -22,11 +23,15 @@ pub async fn run(args: Args, ctx: &Context, heavy: bool) -> anyhow::Result<ExitC
     let engine = ctx.running_engine(ctx.load_config()?).await?;
     let ok = match engine.run_task(args.id, heavy).await? {
         RunOne::Ran(report) => {
-            ctx.emit(&RunJson::from(&report), &report)?;
+            ctx.emit(&RunJson::from(&report), report.text(ctx.lang))?;
             report.result == RunResult::Success
         }
         RunOne::Held(held) => {
-            ctx.emit(&HeldJson::from(&held), format!("{} did not run: {}", held.id, held.hold))?;
+            let text = match ctx.lang {
+                Lang::En => format!("{} did not run: {}", held.id, held.hold),
+                Lang::Ja => format!("{} は実行しませんでした: {}", held.id, held.hold.text(ctx.lang)),
+            };
+            ctx.emit(&HeldJson::from(&held), text)?;
             false
         }
     };

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::bail;
+use daicho_core::lang::Lang;
 use daicho_engine::Engine;
 use daicho_engine::schedule::{RoleOutcome, RoleRun, ScheduleOptions, ScheduleSink};
 
@@ -90,9 +91,11 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let metrics = Arc::new(daicho_server::Metrics::default());
     // The web server starts first, so that a bad address or a missing token stops everything
     // before any role runs.
-    let server = if web { Some(args.web.start(&engine, ctx.ja, &metrics).await?) } else { None };
+    let server = if web { Some(args.web.start(&engine, ctx.ja(), &metrics).await?) } else { None };
     let options = ScheduleOptions { now: args.now, once: args.once, owner: daicho_engine::worker_name() };
-    let failed = engine.run_schedule(&options, &mut Printer { json: ctx.json, metrics: &metrics }).await;
+    let failed = engine
+        .run_schedule(&options, &mut Printer { json: ctx.json, lang: ctx.lang, metrics: &metrics })
+        .await;
     if let Some(server) = server {
         server.stop().await?;
     }
@@ -102,6 +105,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
 /// Prints every role run (a line, or JSON with `--json`) and counts it in `/metrics`.
 struct Printer<'a> {
     json: bool,
+    lang: Lang,
     metrics: &'a daicho_server::Metrics,
 }
 
@@ -111,18 +115,24 @@ impl ScheduleSink for Printer<'_> {
         let (json, text) = match &run.outcome {
             RoleOutcome::Skipped => (
                 serde_json::json!({ "role": name, "skipped": "another serve holds this role" }),
-                format!("{name}: skipped, another serve holds this role"),
+                format!(
+                    "{name}: {}",
+                    self.lang.pick(
+                        "skipped, another serve holds this role",
+                        "スキップ: 別の serve がこの役割を持っています"
+                    )
+                ),
             ),
             RoleOutcome::View(report) => {
-                (serde_json::to_value(report).unwrap_or_default(), report.to_string())
+                (serde_json::to_value(report).unwrap_or_default(), report.text(self.lang))
             }
             RoleOutcome::Sync(report) => (
                 serde_json::to_value(report).unwrap_or_default(),
-                format!("sync: {}", report.to_string().replace('\n', "; ")),
+                format!("sync: {}", report.text(self.lang).replace('\n', "; ")),
             ),
             RoleOutcome::Sweep(report) => (
                 serde_json::to_value(SweepJson::from(report)).unwrap_or_default(),
-                format!("{name}: {}", report.summary()),
+                format!("{name}: {}", report.summary_in(self.lang)),
             ),
         };
         let printed = if self.json { output::print_json(&json) } else { output::print(&text) };

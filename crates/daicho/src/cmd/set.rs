@@ -128,6 +128,6 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--title: a title cannot be empty");
     }
     let stored = ctx.store().await?.edit(args.id, edit, ctx.actor(), jiff::Timestamp::now()).await?;
-    ctx.emit(&TaskJson::from(&stored), output::task_detail(&stored, ctx.ja))?;
+    ctx.emit(&TaskJson::from(&stored), output::task_detail(&stored, ctx.ja()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -19,6 +19,6 @@ pub struct Args {
 /// Runs `daicho show`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let task = ctx.reader().await?.get(args.id).await?.ok_or(StoreError::NotFound(args.id))?;
-    ctx.emit(&TaskJson::from(&task), output::task_detail(&task, ctx.ja))?;
+    ctx.emit(&TaskJson::from(&task), output::task_detail(&task, ctx.ja()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -33,17 +33,24 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         },
     };
     let stats = ctx.reader().await?.stats(since).await?;
-    let mut lines = vec![if stats.is_empty() {
-        format!("no runs since {since}")
-    } else {
-        format!("runs since {since}:")
+    let ja = ctx.ja();
+    let mut lines = vec![match (stats.is_empty(), ja) {
+        (true, false) => format!("no runs since {since}"),
+        (false, false) => format!("runs since {since}:"),
+        (true, true) => format!("{since} 以降の実行はありません"),
+        (false, true) => format!("{since} 以降の実行:"),
     }];
     lines.extend(stats.iter().map(|s| {
+        let (action, runs, running) = (&s.action, s.runs, s.running);
         let (ok, failed, tokens_in, tokens_out) = (s.successes, s.failures, s.tokens_in, s.tokens_out);
-        format!(
-            "  {}: {} runs, {ok} ok, {failed} failed, {} running; tokens {tokens_in} in, {tokens_out} out",
-            s.action, s.runs, s.running
-        )
+        match ja {
+            false => format!(
+                "  {action}: {runs} runs, {ok} ok, {failed} failed, {running} running; tokens {tokens_in} in, {tokens_out} out"
+            ),
+            true => format!(
+                "  {action}: 実行 {runs}、成功 {ok}、失敗 {failed}、実行中 {running}; トークン 入力 {tokens_in}、出力 {tokens_out}"
+            ),
+        }
     }));
     let json: Vec<StatsJson> = stats.iter().map(StatsJson::from).collect();
     ctx.emit(&json, lines.join("\n"))?;

@@ -67,6 +67,6 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     };
     let engine = ctx.running_engine(config).await?;
     let report = engine.sweep(role, args.max.unwrap_or(role.default_max())).await?;
-    ctx.emit(&SweepJson::from(&report), &report)?;
+    ctx.emit(&SweepJson::from(&report), report.text(ctx.lang))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -46,7 +46,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
         (Some(format), _) => format,
     };
-    let text = render(&view, format, colour)?;
+    let text = render(&view, format, colour, ctx.lang)?;
     match &args.out {
         Some(path) => {
             daicho_engine::view::write_atomically(path, text.as_bytes())?;

@@ -53,3 +53,47 @@ fn m5_an_import_skip_says_which_cells_the_row_keeps() {
     assert!(run.stdout.contains("T-0002 draft: the row keeps its own deps"), "{}", run.stdout);
     assert!(!run.stdout.contains("T-0002 draft: unchanged"), "{}", run.stdout);
 }
+
+/// DAICHO_LANG=ja: `view`, `log`, ready's reasons and the sweep, doctor, approve, stats and sync
+/// messages speak Japanese; `show` aligns its Japanese labels by display width. JSON stays the
+/// same in both languages.
+#[test]
+fn x4_daicho_lang_ja_covers_the_messages_people_read() {
+    let ledger = Ledger::new();
+    ledger.run(&["add", "仕様を確認する", "--project", "PJ-01", "--tag", "ai"]).ok();
+    let ja = |args: &[&str]| {
+        let output = ledger.command(args).env("DAICHO_LANG", "ja").output().unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    for (args, expect) in [
+        (&["ready"][..], "停滞: 分類 '' も担当 '' も受け付ける実行先がありません"),
+        (&["view"], "未着手"),
+        (&["log", "T-0001"], "作成: 仕様を確認する"),
+        (&["sweep", "--role", "auto"], "実行 0、保留 1、承認待ちへ 0、持ち越し: 0"),
+        (&["doctor"], "実行可能ですが、停滞"),
+        (&["approve"], "承認待ちはありません"),
+        (&["stats"], "以降の実行はありません"),
+        (&["sync"], "取り込み元がありません"),
+    ] {
+        let (_, stdout) = ja(args);
+        assert!(stdout.contains(expect), "{args:?}: {stdout}");
+    }
+    let english = ledger.run(&["ready"]).ok();
+    assert!(english.stdout.contains("stalled: no executor accepts type ''"), "{}", english.stdout);
+    let (_, json) = ja(&["ready", "--json"]);
+    assert_eq!(json, ledger.run(&["ready", "--json"]).ok().stdout, "JSON does not depend on the language");
+
+    // `show`: every value starts at the same display column (a Japanese character is 2 wide).
+    let (_, show) = ja(&["show", "T-0001"]);
+    let mut starts = std::collections::BTreeSet::new();
+    for line in show.lines().filter(|l| !l.starts_with(' ')) {
+        let Some(label_end) = line.find("  ") else { continue };
+        let value = line[label_end..].trim_start();
+        if !value.is_empty() {
+            starts.insert(unicode_width::UnicodeWidthStr::width(&line[..line.len() - value.len()]));
+        }
+    }
+    assert!(!starts.is_empty(), "{show}");
+    let widths = starts;
+    assert_eq!(widths.len(), 1, "labels not aligned: {widths:?}\n{show}");
+}
