@@ -60,6 +60,9 @@ pub struct Item {
     pub failures: u32,
     /// An aggregate whose body and evidence overwrite the row's on every sync (M6).
     pub refresh: bool,
+    /// The text the dedupe key is made from when it is not `title`: an aggregate's title with
+    /// `{count}` in it (M10), so that the row stays the same row as the count changes.
+    pub key_title: Option<String>,
 }
 
 impl Item {

@@ -145,6 +145,9 @@ pub struct PatchFields {
     /// Marks the row as an aggregate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refresh: Option<bool>,
+    /// An aggregate's title with its new count (M10), while a person has not renamed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 impl PatchFields {
@@ -168,6 +171,7 @@ impl PatchFields {
             deps,
             tags,
             refresh,
+            title,
         } = self.clone();
         if let Some(v) = project {
             task.project = v;
@@ -204,6 +208,9 @@ impl PatchFields {
         }
         if let Some(v) = refresh {
             task.refresh = v;
+        }
+        if let Some(v) = title {
+            task.title = v;
         }
     }
 }
@@ -304,7 +311,8 @@ pub fn incoming_keys(incoming: &[Item]) -> Vec<Option<String>> {
     incoming
         .iter()
         .map(|item| {
-            (!item.is_blank() && !item.title.trim().is_empty()).then(|| dedupe_key(&item.source, &item.title))
+            let title = item.key_title.as_deref().unwrap_or(&item.title);
+            (!item.is_blank() && !item.title.trim().is_empty()).then(|| dedupe_key(&item.source, title))
         })
         .collect()
 }
@@ -589,11 +597,18 @@ fn fill_empty_cells(row: &Task, item: &Item, deps: Vec<TaskId>) -> PatchFields {
         deps: (row.deps.is_empty() && !deps.is_empty()).then_some(deps),
         tags: (row.tags.is_empty() && !item.tags.is_empty()).then(|| item.tags.clone()),
         refresh: (item.refresh && !row.refresh).then_some(true),
+        title: None,
     };
     if item.refresh {
-        // M6: an aggregate's count changes, so its body and evidence are overwritten.
+        // M6: an aggregate's count changes, so its body and evidence are overwritten, and a
+        // title with the count in it follows, unless a person renamed the row.
         fields.body = (row.body != item.body).then(|| item.body.clone());
         fields.evidence = (row.evidence != item.evidence).then(|| item.evidence.clone());
+        let counted = item
+            .key_title
+            .as_deref()
+            .is_some_and(|template| crate::aggregate::is_counted(template, &row.title));
+        fields.title = (counted && row.title != item.title).then(|| item.title.clone());
     }
     fields
 }
@@ -971,6 +986,34 @@ mod tests {
         assert!(plan.add.is_empty(), "no duplicate row for a renamed task");
         assert_eq!(plan.patch[0].id, TaskId::new(3));
         assert_eq!(plan.skip[0].reason, SkipReason::DuplicateInInput { first_index: 0 });
+    }
+
+    /// M10, M6: an aggregate whose title carries its count matches its row by the text as
+    /// written; the refresh rewrites the title with the new count, unless a person renamed it.
+    #[test]
+    fn m10_a_counted_aggregate_title_follows_the_count_unless_a_person_renamed_it() {
+        let source = |n: usize| {
+            crate::aggregate::aggregate(
+                &vec![Item::new("q", "inbox"); n],
+                "inbox",
+                "",
+                "{count} 件に回答",
+                "f",
+            )
+        };
+        let mut ledger = Vec::new();
+        let first = merge_plan(&ledger, &[source(376)], now(), 1);
+        apply(&mut ledger, &first);
+        assert_eq!(ledger[0].title, "376 件に回答");
+        let second = merge_plan(&ledger, &[source(120)], now(), next_id(&ledger));
+        assert!(second.add.is_empty(), "the same row");
+        assert_eq!(second.patch[0].fields.title.as_deref(), Some("120 件に回答"));
+        apply(&mut ledger, &second);
+        ledger[0].title = "先方に電話".into(); // a person renames the row
+        let third = merge_plan(&ledger, &[source(7)], now(), next_id(&ledger));
+        assert!(third.add.is_empty());
+        assert_eq!(third.patch[0].fields.title, None, "a person's title stays");
+        assert!(third.patch[0].fields.body.as_deref().is_some_and(|b| b.starts_with("7 open items")));
     }
 
     /// M5: an item that offers other values for cells the row already has is skipped saying

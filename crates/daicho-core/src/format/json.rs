@@ -291,6 +291,7 @@ fn to_item(wire: WireItem, line: usize) -> Result<Item, String> {
         tags,
         failures: wire.failures.unwrap_or(0),
         refresh: wire.refresh.unwrap_or(false),
+        key_title: None,
     })
 }
 

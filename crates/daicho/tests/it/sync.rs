@@ -731,3 +731,32 @@ fn x5_m10_a_confirmation_sheet_in_three_formats_aggregates_and_follows_the_answe
         );
     }
 }
+
+/// M10: an aggregate's title may carry `{count}`: the row is the same row as the count moves,
+/// its title follows the count, and a title a person gave it stays.
+#[test]
+fn m10_an_aggregate_title_with_its_count_stays_one_row() {
+    let ledger = Ledger::new();
+    let path = ledger.dir.path().join("questions.csv");
+    ledger.file(
+        "daicho.toml",
+        "[[source]]\nname = \"questions\"\nkind = \"csv\"\npath = \"questions.csv\"\ntitle = \"{質問}\"\n\
+         where = { \"状態\" = \"未回答\" }\naggregate = \"確認事項 {count} 件に回答をもらう\"\n",
+    );
+    Sheet { total: 476, answered: 100 }.csv(&path);
+    sync(&ledger);
+    let row = ledger.tasks().remove(0);
+    assert_eq!(row.title, "確認事項 376 件に回答をもらう");
+    Sheet { total: 476, answered: 356 }.csv(&path);
+    sync(&ledger);
+    let tasks = ledger.tasks();
+    assert_eq!((tasks.len(), tasks[0].id.as_str()), (1, row.id.as_str()), "the same row");
+    assert_eq!(tasks[0].title, "確認事項 120 件に回答をもらう");
+    assert_eq!(sync(&ledger)["sources"][0]["updated"], 0, "nothing changes while the count stands");
+    ledger.run(&["set", &row.id, "--title", "先方に電話で確認する"]).ok();
+    Sheet { total: 476, answered: 400 }.csv(&path);
+    sync(&ledger);
+    let tasks = ledger.tasks();
+    assert_eq!(tasks[0].title, "先方に電話で確認する", "a person's title stays");
+    assert!(tasks[0].body.starts_with("76 open items"), "{}", tasks[0].body);
+}
