@@ -326,6 +326,79 @@ enum RawValues {
 }
 
 impl RawSource {
+    /// The source it configures, checked; the error is the reason (the caller adds file and line).
+    fn into_config(self, line: Option<usize>) -> Result<SourceConfig, String> {
+        let r = self;
+        if r.name.trim().is_empty() {
+            return Err("a source needs a name".into());
+        }
+        let path = |what: &str| {
+            r.path
+                .as_deref()
+                .filter(|p| !p.trim().is_empty())
+                .map(PathBuf::from)
+                .ok_or_else(|| format!("source '{}' ({what}) needs path = \"…\"", r.name))
+        };
+        let kind = match r.kind.as_str() {
+            "markdown" | "md" => SourceKind::File {
+                format: Format::Markdown,
+                path: path("markdown")?,
+                done: r.done_path.as_deref().map(PathBuf::from),
+            },
+            "json" | "jsonl" | "csv" => {
+                if r.done_path.is_some() {
+                    return Err(format!("source '{}': done_path is for markdown sources", r.name));
+                }
+                let format = match r.kind.as_str() {
+                    "json" => Format::Json,
+                    "jsonl" => Format::JsonLines,
+                    _ => Format::Csv,
+                };
+                SourceKind::File { format, path: path(&r.kind)?, done: None }
+            }
+            "xlsx" | "xls" | "xlsb" | "ods" => {
+                if r.header_row == Some(0) {
+                    return Err(format!("source '{}': header_row counts from 1", r.name));
+                }
+                SourceKind::Sheet { path: path(&r.kind)?, sheet: r.sheet.clone(), header_row: r.header_row }
+            }
+            "command" => {
+                if r.command.first().is_none_or(|p| p.trim().is_empty()) {
+                    return Err(format!("source '{}' (command) needs command = [\"program\", …]", r.name));
+                }
+                let timeout =
+                    positive_duration(r.timeout.as_deref(), SignedDuration::from_mins(5), "timeout")?;
+                SourceKind::Command { argv: r.command.clone(), timeout }
+            }
+            other => {
+                return Err(format!(
+                    "unknown source kind '{other}' (known: markdown, json, jsonl, csv, xlsx, xls, xlsb, ods, command)"
+                ));
+            }
+        };
+        let mapping = r.mapping()?;
+        if (r.sheet.is_some() || r.header_row.is_some()) && !matches!(kind, SourceKind::Sheet { .. }) {
+            return Err(format!("source '{}': sheet and header_row are for spreadsheet sources", r.name));
+        }
+        let aggregate = match r.aggregate {
+            None | Some(RawAggregate::On(false)) => None,
+            Some(RawAggregate::On(true)) => Some(format!("Work through {}", r.name)),
+            Some(RawAggregate::Title(title)) if title.trim().is_empty() => {
+                return Err(format!("source '{}': aggregate needs a title or true", r.name));
+            }
+            Some(RawAggregate::Title(title)) => Some(title),
+        };
+        Ok(SourceConfig {
+            name: r.name,
+            project: r.project,
+            kind,
+            aggregate,
+            dashboard: r.dashboard,
+            mapping,
+            line,
+        })
+    }
+
     /// The source's mapping (X5), when it has `fields`, `where` or a template.
     fn mapping(&self) -> Result<Option<Mapping>, String> {
         if self.fields.is_empty() && self.filter.is_empty() && self.title.is_none() && self.body.is_none() {
@@ -401,6 +474,20 @@ struct RawAction {
     daily_cap: Option<u32>,
 }
 
+/// A positive duration (`30m`, `10s`), or `default` when absent.
+fn positive_duration(
+    value: Option<&str>,
+    default: SignedDuration,
+    what: &str,
+) -> Result<SignedDuration, String> {
+    value.map_or(Ok(default), |v| {
+        v.parse::<SignedDuration>()
+            .ok()
+            .filter(|d| d.is_positive())
+            .ok_or_else(|| format!("{what} '{v}' is not a positive duration (e.g. \"30m\", \"10s\")"))
+    })
+}
+
 /// The default prompt of an `llm` action.
 pub const DEFAULT_PROMPT: &str = "Task {id}: {title}\n\n{body}";
 
@@ -458,12 +545,10 @@ impl Config {
             reason: e.message().trim().to_owned(),
         })?;
         let duration = |value: Option<&str>, default: SignedDuration, what: &str, line: Option<usize>| {
-            value.map_or(Ok(default), |v| {
-                v.parse::<SignedDuration>().ok().filter(|d| d.is_positive()).ok_or_else(|| ConfigError {
-                    file: file.to_owned(),
-                    line,
-                    reason: format!("{what} '{v}' is not a positive duration (e.g. \"30m\", \"10s\")"),
-                })
+            positive_duration(value, default, what).map_err(|reason| ConfigError {
+                file: file.to_owned(),
+                line,
+                reason,
             })
         };
         let policy = Policy {
@@ -546,89 +631,16 @@ impl Config {
         let mut source_names = HashSet::new();
         for spanned in raw.source {
             let line = Some(line_at(spanned.span().start));
-            let r = spanned.into_inner();
-            let error = |reason: String| ConfigError { file: file.to_owned(), line, reason };
-            if r.name.trim().is_empty() {
-                return Err(error("a source needs a name".into()));
-            }
-            if !source_names.insert(r.name.clone()) {
-                return Err(error(format!("source '{}' is defined twice", r.name)));
-            }
-            let path = |what: &str| {
-                r.path
-                    .as_deref()
-                    .filter(|p| !p.trim().is_empty())
-                    .map(PathBuf::from)
-                    .ok_or_else(|| error(format!("source '{}' ({what}) needs path = \"…\"", r.name)))
-            };
-            let kind = match r.kind.as_str() {
-                "markdown" | "md" => SourceKind::File {
-                    format: Format::Markdown,
-                    path: path("markdown")?,
-                    done: r.done_path.as_deref().map(PathBuf::from),
-                },
-                "json" | "jsonl" | "csv" => {
-                    if r.done_path.is_some() {
-                        return Err(error(format!("source '{}': done_path is for markdown sources", r.name)));
-                    }
-                    let format = match r.kind.as_str() {
-                        "json" => Format::Json,
-                        "jsonl" => Format::JsonLines,
-                        _ => Format::Csv,
-                    };
-                    SourceKind::File { format, path: path(&r.kind)?, done: None }
-                }
-                "xlsx" | "xls" | "xlsb" | "ods" => {
-                    if r.header_row == Some(0) {
-                        return Err(error(format!("source '{}': header_row counts from 1", r.name)));
-                    }
-                    SourceKind::Sheet {
-                        path: path(&r.kind)?,
-                        sheet: r.sheet.clone(),
-                        header_row: r.header_row,
-                    }
-                }
-                "command" => {
-                    if r.command.is_empty() || r.command[0].trim().is_empty() {
-                        return Err(error(format!(
-                            "source '{}' (command) needs command = [\"program\", …]",
-                            r.name
-                        )));
-                    }
-                    let timeout =
-                        duration(r.timeout.as_deref(), SignedDuration::from_mins(5), "timeout", line)?;
-                    SourceKind::Command { argv: r.command.clone(), timeout }
-                }
-                other => {
-                    return Err(error(format!(
-                        "unknown source kind '{other}' (known: markdown, json, jsonl, csv, xlsx, xls, xlsb, ods, command)"
-                    )));
-                }
-            };
-            let mapping = r.mapping().map_err(error)?;
-            if (r.sheet.is_some() || r.header_row.is_some()) && !matches!(kind, SourceKind::Sheet { .. }) {
-                return Err(error(format!(
-                    "source '{}': sheet and header_row are for spreadsheet sources",
-                    r.name
-                )));
-            }
-            let aggregate = match r.aggregate {
-                None | Some(RawAggregate::On(false)) => None,
-                Some(RawAggregate::On(true)) => Some(format!("Work through {}", r.name)),
-                Some(RawAggregate::Title(title)) if title.trim().is_empty() => {
-                    return Err(error(format!("source '{}': aggregate needs a title or true", r.name)));
-                }
-                Some(RawAggregate::Title(title)) => Some(title),
-            };
-            sources.push(SourceConfig {
-                name: r.name,
-                project: r.project,
-                kind,
-                aggregate,
-                dashboard: r.dashboard,
-                mapping,
+            let source = spanned.into_inner().into_config(line).map_err(|reason| ConfigError {
+                file: file.to_owned(),
                 line,
-            });
+                reason,
+            })?;
+            if !source_names.insert(source.name.clone()) {
+                let reason = format!("source '{}' is defined twice", source.name);
+                return Err(ConfigError { file: file.to_owned(), line, reason });
+            }
+            sources.push(source);
         }
         let mut schedules: Vec<ScheduleConfig> = Vec::new();
         for (entry, spanned) in raw.schedule.into_iter().enumerate() {
