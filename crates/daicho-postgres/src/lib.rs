@@ -861,7 +861,7 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
     // one since the plan was made, and a patch must not write back its old run columns.
     let patched: Vec<i64> = plan.patch.iter().map(|p| p.id.num() as i64).collect();
     let fresh = if patched.is_empty() { HashMap::new() } else { runs::lock_rows(tx, &patched).await? };
-    rows::apply(tx, &writes::plan_upsert(batch, &plan, &fresh, &statuses)?).await?;
+    rows::apply_all(tx, writes::plan_upsert(batch, &plan, &fresh, &statuses)).await?;
     tx.execute(
         "UPDATE meta SET value = $1 WHERE name = 'next_id'",
         &[&(plan.next_id.max(next_id as u64) as i64)],

@@ -98,9 +98,29 @@ pub(crate) async fn statuses(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<Has
 /// Applies a plan's writes, in order; the journal entries go in one statement at the end (in
 /// their order: no row write reads the journal).
 pub(crate) async fn apply(tx: &Transaction<'_>, writes: &[RowWrite]) -> Result<()> {
+    // Collected (pointers only): a mapping closure held across the awaits would not be `Send`
+    // for every lifetime, as async store methods must be.
+    let writes: Vec<Result<&RowWrite>> = writes.iter().map(Ok).collect();
+    apply_all(tx, writes).await
+}
+
+/// Journal entries gathered before one insert statement: a large upsert sends its journal in
+/// statements of this many, so memory does not grow with the batch.
+const JOURNAL_CHUNK: usize = 1_000;
+
+/// Applies writes as they are made ([`daicho_store::writes::plan_upsert`]), in order; journal
+/// entries go in statements of [`JOURNAL_CHUNK`] (no row write reads the journal).
+pub(crate) async fn apply_all<W: std::borrow::Borrow<RowWrite>>(
+    tx: &Transaction<'_>,
+    writes: impl IntoIterator<Item = Result<W>>,
+) -> Result<()> {
     let mut journal = JournalRows::default();
     for write in writes {
-        match write {
+        let write = write?;
+        if journal.len() >= JOURNAL_CHUNK {
+            std::mem::take(&mut journal).insert(tx).await?;
+        }
+        match write.borrow() {
             RowWrite::Insert { task, unmet_deps } => {
                 let mut cells = codec::encode(task);
                 cells.push(Cell::Int(*unmet_deps as i32));
@@ -189,6 +209,11 @@ impl JournalRows {
         self.kinds.push(e.kind.as_str());
         self.before.push(e.before.clone());
         self.after.push(e.after.clone());
+    }
+
+    /// How many entries are gathered.
+    pub(crate) fn len(&self) -> usize {
+        self.nums.len()
     }
 
     pub(crate) async fn insert(&self, tx: &Transaction<'_>) -> Result<()> {

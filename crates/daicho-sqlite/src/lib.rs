@@ -621,7 +621,7 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
 
     let statuses = rows::statuses(tx, &writes::outside_deps(&added))?;
     let before: HashMap<TaskId, Task> = existing.iter().map(|t| (t.id, t.clone())).collect();
-    rows::apply(tx, &writes::plan_upsert(batch, &plan, &before, &statuses)?)?;
+    rows::apply_all(tx, writes::plan_upsert(batch, &plan, &before, &statuses))?;
     tx.execute(
         "UPDATE meta SET value = ?1 WHERE name = 'next_id'",
         [plan.next_id.max(next_id as u64) as i64],

@@ -102,7 +102,17 @@ pub(crate) fn rows_matching<'k>(
 
 /// Applies a plan's writes, in order.
 pub(crate) fn apply(tx: &Transaction<'_>, writes: &[RowWrite]) -> Result<()> {
+    apply_all(tx, writes.iter().map(Ok))
+}
+
+/// Applies writes as they are made ([`daicho_store::writes::plan_upsert`]), in order.
+pub(crate) fn apply_all<W: std::borrow::Borrow<RowWrite>>(
+    tx: &Transaction<'_>,
+    writes: impl IntoIterator<Item = Result<W>>,
+) -> Result<()> {
     for write in writes {
+        let write = write?;
+        let write = write.borrow();
         apply_one(tx, write).map_err(|e| match (e, write) {
             (rusqlite::Error::SqliteFailure(f, _), RowWrite::Insert { task, .. })
                 if f.code == rusqlite::ErrorCode::ConstraintViolation =>

@@ -39,6 +39,7 @@ macro_rules! store_contract_tests {
             ids_are_stable_across_restarts,
             ids_are_never_given_twice,
             journal_entry_per_mutation,
+            a_large_batch_journals_every_row_in_order,
             push_is_idempotent,
             ready_order_and_deps,
             ready_matches_the_definition_after_every_step,
@@ -207,6 +208,34 @@ pub async fn journal_entry_per_mutation<B: Backend>(backend: &B) {
     assert_eq!(entries[2].before["status"], "pending");
     assert_eq!(entries[2].after["status"], "review");
     assert!(entries.windows(2).all(|w| w[0].seq < w[1].seq));
+}
+
+/// A batch larger than any chunk a backend writes its journal in: every row added and patched
+/// has its own entry, in the order of the input, and a second push patches every one.
+pub async fn a_large_batch_journals_every_row_in_order<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let items: Vec<Item> = (0..2_500).map(|i| item(&format!("row {i}"))).collect();
+    let report = store.upsert(batch(items.clone())).await.expect("upsert");
+    assert_eq!(report.added.len(), 2_500);
+    let filled: Vec<Item> = items
+        .into_iter()
+        .map(|mut i| {
+            i.body = format!("body of {}", i.title);
+            i
+        })
+        .collect();
+    let second = store.upsert(batch(filled)).await.expect("fill");
+    assert_eq!(second.updated.len(), 2_500);
+    for (n, id) in [(0, report.added[0]), (1_234, report.added[1_234]), (2_499, report.added[2_499])] {
+        let entries = store.journal(id).await.expect("journal");
+        let kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["add", "patch"], "row {n}");
+        assert_eq!(entries[0].after["title"], format!("row {n}"));
+        assert_eq!(entries[1].after["body"], format!("body of row {n}"));
+    }
+    let first = store.journal(report.added[0]).await.expect("journal")[0].seq;
+    let last = store.journal(report.added[2_499]).await.expect("journal")[0].seq;
+    assert!(first < last, "entries in the order of the input");
 }
 
 /// The same push twice: the second adds 0 and updates 0 (M8 through the store).

@@ -179,62 +179,68 @@ pub fn outside_deps(tasks: &[&Task]) -> Vec<TaskId> {
 /// exist, so only older rows move), then each row with its count of unmet deps, from the other
 /// new rows and `statuses` (the ledger's status of every [`outside_deps`] id it has).
 pub fn inserts(tasks: &[&Task], statuses: &HashMap<TaskId, Status>) -> Vec<RowWrite> {
+    insert_writes(tasks.to_vec(), statuses).collect()
+}
+
+/// [`inserts`], made one at a time as they are applied (an upsert of many rows never holds all
+/// their copies at once).
+pub fn insert_writes<'a>(
+    tasks: Vec<&'a Task>,
+    statuses: &'a HashMap<TaskId, Status>,
+) -> impl Iterator<Item = RowWrite> + 'a {
     let arriving: HashMap<TaskId, Status> = tasks.iter().map(|t| (t.id, t.status)).collect();
-    let mut writes: Vec<RowWrite> = tasks
+    let shifts: Vec<RowWrite> = tasks
         .iter()
         .filter(|t| t.status.satisfies_deps())
         .map(|t| RowWrite::ShiftDependents { id: t.id, delta: -1 })
         .collect();
-    for task in tasks {
+    shifts.into_iter().chain(tasks.into_iter().map(move |task| {
         let unmet = task
             .deps
             .iter()
             .filter(|d| !arriving.get(d).or_else(|| statuses.get(d)).is_some_and(|s| s.satisfies_deps()))
             .count();
-        writes.push(RowWrite::Insert { task: (*task).clone(), unmet_deps: unmet as u32 });
-    }
-    writes
+        RowWrite::Insert { task: task.clone(), unmet_deps: unmet as u32 }
+    }))
 }
 
 /// The writes of an upsert whose merge `plan` was decided by [`Batch::plan`] and whose deps were
-/// checked: the new rows ([`inserts`], each journaled `add` with the whole row), then each patch
+/// checked: the new rows ([`inserts`]), each journaled `add` with the whole row, then each patch
 /// applied to its row as read (`before`, locked where the backend locks), deps recounted where
-/// they changed, journaled `patch`.
+/// they changed, journaled `patch`. Made one at a time as the backend applies them, so memory
+/// does not grow with copies of every row and journal entry of a large batch.
 ///
 /// # Errors
 ///
-/// [`StoreError::NotFound`] for a patched row missing from `before`.
-pub fn plan_upsert(
-    batch: &Batch,
-    plan: &Plan,
-    before: &HashMap<TaskId, Task>,
-    statuses: &HashMap<TaskId, Status>,
-) -> Result<Vec<RowWrite>> {
+/// Each item: [`StoreError::NotFound`] for a patched row missing from `before`;
+/// [`StoreError::Backend`] if a journal entry does not encode. The caller's transaction is then
+/// rolled back.
+pub fn plan_upsert<'a>(
+    batch: &'a Batch,
+    plan: &'a Plan,
+    before: &'a HashMap<TaskId, Task>,
+    statuses: &'a HashMap<TaskId, Status>,
+) -> impl Iterator<Item = Result<RowWrite>> + 'a {
     let actor = batch.actor.to_string();
     let added: Vec<&Task> = plan.add.iter().map(|a| &a.task).collect();
-    let mut writes = inserts(&added, statuses);
-    for task in &added {
-        writes.push(RowWrite::Journal(JournalWrite::arrival(batch.now, task, &actor, JournalKind::Add)?));
-    }
-    for patch in &plan.patch {
-        let row = before.get(&patch.id).ok_or(StoreError::NotFound(patch.id))?;
+    let arrival_actor = actor.clone();
+    let arrivals = plan.add.iter().map(move |a| {
+        JournalWrite::arrival(batch.now, &a.task, &arrival_actor, JournalKind::Add).map(RowWrite::Journal)
+    });
+    let patches = plan.patch.iter().flat_map(move |patch| -> Vec<Result<RowWrite>> {
+        let Some(row) = before.get(&patch.id) else { return vec![Err(StoreError::NotFound(patch.id))] };
         let mut after = row.clone();
         patch.fields.apply_to(&mut after);
         after.updated_at = batch.now;
-        writes.push(RowWrite::Update(after.clone()));
-        if patch.fields.deps.is_some() {
-            writes.push(RowWrite::Redeps { id: after.id, deps: after.deps.clone() });
-        }
-        writes.push(RowWrite::Journal(JournalWrite::change(
-            batch.now,
-            row,
-            &after,
-            &actor,
-            JournalKind::Patch,
-            None,
-        )?));
-    }
-    Ok(writes)
+        let journal = JournalWrite::change(batch.now, row, &after, &actor, JournalKind::Patch, None);
+        let redeps =
+            patch.fields.deps.is_some().then(|| RowWrite::Redeps { id: after.id, deps: after.deps.clone() });
+        let mut writes = vec![Ok(RowWrite::Update(after))];
+        writes.extend(redeps.map(Ok));
+        writes.push(journal.map(RowWrite::Journal));
+        writes
+    });
+    insert_writes(added, statuses).map(Ok).chain(arrivals).chain(patches)
 }
 
 impl UpsertReport {
