@@ -111,8 +111,10 @@ impl Context {
     pub async fn running_engine(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
         daicho_engine::supervise::use_ledger(crate::ledger::identity(&self.db));
         let spool = daicho_engine::spool::Spool::new(crate::ledger::spool_dir(&self.db));
-        let stop = daicho_engine::operator_stop(self.grace)?;
-        Ok(self.engine_with(config).await?.with_stop(stop).with_spool(spool))
+        let engine = self.engine_with(config).await?;
+        // The operator's stop is installed once the ledger is open: while it is still out of
+        // reach, a signal ends the process as it would without daicho's handlers.
+        Ok(engine.with_stop(daicho_engine::operator_stop(self.grace)?).with_spool(spool))
     }
 
     /// [`Context::running_engine`] for the long-running commands (`worker`, `serve`): a ledger

@@ -441,3 +441,30 @@ fn s14_sigterm_to_serve_mid_round_starts_nothing_new() {
     assert_eq!(tasks.iter().filter(|t| t.status == "pending" && t.attempt == 0).count(), 5);
     assert!(tasks.iter().all(|t| t.failures == 0));
 }
+
+/// S14: a worker waiting for a database that is out of reach (connection refused) stops at the
+/// operator's SIGTERM: opening the ledger again and again never installs a signal handler that
+/// would swallow the stop.
+#[test]
+fn s14_a_worker_waiting_for_its_database_stops_at_sigterm() {
+    let ledger = Ledger::uninitialized();
+    // A port nothing listens on: every connection is refused, which is worth retrying.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let db = format!("postgres://postgres@127.0.0.1:{port}/none");
+    let mut worker = spawn(&ledger, &["--db", &db, "worker", "--poll", "100ms"], &[]);
+    std::thread::sleep(Duration::from_millis(700)); // a few attempts, with backoff
+    assert!(worker.try_wait().unwrap().is_none(), "the worker keeps trying while the database is away");
+    signal(&worker, "-TERM");
+    let started = Instant::now();
+    while worker.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stopped = worker.try_wait().unwrap().is_some();
+    if !stopped {
+        let _ = worker.kill();
+        let _ = worker.wait();
+    }
+    assert!(stopped, "the worker went on retrying after SIGTERM");
+}
