@@ -117,7 +117,7 @@ impl SqliteStore {
                 // A WAL ledger read where its `-shm` file cannot be created (a read-only
                 // mount or directory): read it as an immutable file, which nothing can change
                 // while it stays there.
-                let Inner { path, options, .. } = Arc::into_inner(store.inner).expect("not shared yet");
+                let (path, options) = (store.inner.path.clone(), store.inner.options.clone());
                 let inner = Inner { path, options, immutable: true, idle: Mutex::new(Vec::new()) };
                 let store = SqliteStore { inner: Arc::new(inner) };
                 store.with_conn(schema::check_current).await?;
