@@ -468,3 +468,38 @@ fn s14_a_worker_waiting_for_its_database_stops_at_sigterm() {
     }
     assert!(stopped, "the worker went on retrying after SIGTERM");
 }
+
+/// I5 (issue 17): a one-shot change costs the fsync of its commit and no checkpoint: `add` and
+/// `set` no longer checkpoint the WAL into the database file and remove it when they close
+/// (three more fsyncs each). Counted with strace; what remains besides the commit is SQLite's
+/// sync of the directory the WAL is in, once per process.
+#[test]
+fn i5_add_and_set_sync_their_commit_and_do_not_checkpoint_on_close() {
+    let ledger = Ledger::new();
+    ledger.run(&["add", "first"]).ok();
+    let trace = ledger.dir.path().join("trace.txt");
+    for args in [&["add", "second", "--deps", "T-0001"][..], &["set", "T-0001", "--status", "done"]] {
+        // The same environment as every other test's run, under strace.
+        let daicho = ledger.command(args);
+        let env = daicho.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())));
+        let output = std::process::Command::new("strace")
+            .args(["-f", "-e", "trace=fsync,fdatasync", "-o"])
+            .arg(&trace)
+            .arg(env!("CARGO_BIN_EXE_daicho"))
+            .args(args)
+            .current_dir(ledger.dir.path())
+            .envs(env.collect::<Vec<_>>())
+            .env_remove("DAICHO_DB")
+            .output()
+            .expect("strace runs (Debian package strace)");
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        let calls = std::fs::read_to_string(&trace).unwrap();
+        let syncs: Vec<&str> =
+            calls.lines().filter(|l| l.contains("fsync(") || l.contains("fdatasync(")).collect();
+        assert!(syncs.len() <= 2, "{args:?}: {} syncs:\n{calls}", syncs.len());
+        assert!(
+            ledger.dir.path().join(".daicho/ledger.db-wal").exists(),
+            "{args:?}: the WAL was checkpointed away"
+        );
+    }
+}
