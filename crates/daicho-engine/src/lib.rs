@@ -467,7 +467,17 @@ impl<S: Store + 'static> Engine<S> {
         Some(if reason.is_empty() { format!("{} exists", file.display()) } else { reason.to_owned() })
     }
 
+    /// Whether any daily cap is configured (S9): overall, or on an action.
+    fn capped(&self) -> bool {
+        self.config.policy.daily_cap.is_some() || self.specs.iter().any(|s| s.daily_cap.is_some())
+    }
+
+    /// Today's runs for the daily caps (S9). Without a cap configured none are read, so the
+    /// common case costs no query and no lookup of the local time zone (I5).
     async fn gate_counts(&self, now: Timestamp) -> Result<daicho_core::policy::RunCounts, StoreError> {
+        if !self.capped() {
+            return Ok(daicho_core::policy::RunCounts::default());
+        }
         self.store.run_counts(start_of_today(now)).await
     }
 

@@ -266,9 +266,7 @@ impl<S: Store + 'static> Engine<S> {
         spread: Option<u64>,
     ) -> Result<(Vec<ClaimRequest>, Vec<TaskId>), StoreError> {
         let now = self.now();
-        let capped =
-            self.config.policy.daily_cap.is_some() || self.specs.iter().any(|s| s.daily_cap.is_some());
-        let runs_today = if capped { self.gate_counts(now).await? } else { Default::default() };
+        let (capped, runs_today) = (self.capped(), self.gate_counts(now).await?);
         let mut limit = free * SCAN_PER_SLOT + failed_here.len();
         loop {
             let mut gate = Gate {

@@ -503,3 +503,36 @@ fn i5_add_and_set_sync_their_commit_and_do_not_checkpoint_on_close() {
         );
     }
 }
+
+/// I5 (issue 17, item 1): `ready` without any daily cap configured reads no time zone (jiff
+/// walks /usr/share/zoneinfo to name the local zone) and counts no runs; with a cap it does.
+#[test]
+fn i5_ready_without_caps_reads_no_time_zone() {
+    let ledger = Ledger::new();
+    ledger.run(&["add", "a task", "--tag", "ai"]).ok();
+    let trace = ledger.dir.path().join("trace.txt");
+    let zone_reads = |config: &str| {
+        ledger.file("daicho.toml", config);
+        let env: Vec<_> = ledger
+            .command(&["ready"])
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+            .collect();
+        let output = std::process::Command::new("strace")
+            .args(["-f", "-e", "trace=openat", "-o"])
+            .arg(&trace)
+            .arg(env!("CARGO_BIN_EXE_daicho"))
+            .arg("ready")
+            .current_dir(ledger.dir.path())
+            .envs(env)
+            .env_remove("DAICHO_DB")
+            .output()
+            .expect("strace runs (Debian package strace)");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        std::fs::read_to_string(&trace).unwrap().lines().filter(|l| l.contains("zoneinfo")).count()
+    };
+    assert_eq!(zone_reads(""), 0, "no cap: no time zone");
+    if std::path::Path::new("/usr/share/zoneinfo").is_dir() {
+        assert!(zone_reads("[policy]\ndaily_cap = 5\n") > 0, "a daily cap counts today's runs in local time");
+    }
+}
