@@ -184,6 +184,24 @@ impl PgStore {
         Ok((store, applied))
     }
 
+    /// Opens a ledger for reading only: the schema version is checked, nothing is migrated, and
+    /// every session is `default_transaction_read_only`, so a role that may only read (a
+    /// reporting replica, a `SELECT`-only user) can list, show and export.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`] when the database cannot be reached, holds no ledger, or has a
+    /// schema version other than this daicho's.
+    pub async fn open_read_only(url: &str) -> Result<PgStore> {
+        let mut config = connection_config(url)?;
+        config.options("-c default_transaction_read_only=on");
+        let manager = deadpool_postgres::Manager::new(config.clone(), tokio_postgres::NoTls);
+        let pool = Pool::builder(manager).max_size(8).build().map_err(backend)?;
+        let store = PgStore { pool, config: std::sync::Arc::new(config), wakeups: Default::default() };
+        schema::check_current(&store.client().await?).await?;
+        Ok(store)
+    }
+
     /// The number of schema migrations this version knows: [`PgStore::open_reporting`] applied
     /// all of them to a database that had no ledger yet.
     pub fn schema_version() -> usize {

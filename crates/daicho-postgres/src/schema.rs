@@ -109,6 +109,36 @@ CREATE TABLE setting (
 
 /// Brings the schema up to date. The first process to take the advisory lock migrates; the
 /// others wait for it and then find nothing to do.
+/// Checks, without writing, that the database holds a ledger of this daicho's schema version.
+pub(crate) async fn check_current(client: &Client) -> Result<()> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('daicho_schema') IS NOT NULL", &[])
+        .await
+        .map_err(backend)?
+        .get(0);
+    let version: Option<i32> = match exists {
+        true => client
+            .query_opt("SELECT version FROM daicho_schema", &[])
+            .await
+            .map_err(backend)?
+            .map(|r| r.get(0)),
+        false => None,
+    };
+    let known = MIGRATIONS.len();
+    match version.map(|v| v as usize) {
+        None | Some(0) => {
+            Err(StoreError::backend("not a daicho ledger (no schema); run `daicho init` to create one"))
+        }
+        Some(v) if v == known => Ok(()),
+        Some(v) if v < known => Err(StoreError::backend(format!(
+            "the ledger has schema version {v}, older than this daicho's {known}; any command that writes upgrades it"
+        ))),
+        Some(v) => Err(StoreError::backend(format!(
+            "the ledger has schema version {v}, newer than this daicho knows ({known}); upgrade daicho"
+        ))),
+    }
+}
+
 pub(crate) async fn migrate(client: &mut Client) -> Result<usize> {
     let tx = client.transaction().await.map_err(backend)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(backend)?;

@@ -60,12 +60,13 @@ pub fn display(path: &Path) -> String {
 }
 
 /// Opens an existing ledger; a missing SQLite file is an error that says how to create it. A
-/// PostgreSQL database is migrated if needed. `read_only` (the commands that only read) opens a
-/// SQLite file without writing anything, so a ledger in a read-only place can still be read.
+/// PostgreSQL database is migrated if needed. `read_only` (the commands that only read) writes
+/// nothing: a SQLite file in a read-only place, or a PostgreSQL ledger through a role that may
+/// only read, can still be read (the schema version is checked, not migrated).
 pub async fn open(path: &Path, read_only: bool) -> anyhow::Result<AnyStore> {
     if let Some(url) = postgres_url(path) {
-        let store =
-            PgStore::open(&url).await.with_context(|| format!("cannot open the ledger {}", display(path)))?;
+        let store = if read_only { PgStore::open_read_only(&url).await } else { PgStore::open(&url).await };
+        let store = store.with_context(|| format!("cannot open the ledger {}", display(path)))?;
         return Ok(AnyStore::Postgres(store));
     }
     match std::fs::metadata(path) {

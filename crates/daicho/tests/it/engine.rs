@@ -631,6 +631,11 @@ struct PgDatabase {
 fn pg_admin(sql: String) {
     let admin = std::env::var("DAICHO_TEST_PG")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    pg_run(admin, sql);
+}
+
+/// Runs `sql` on the database at `url`.
+fn pg_run(admin: String, sql: String) {
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
@@ -934,4 +939,47 @@ fn s14_postgres_workers_survive_backend_terminations() {
     assert!(tasks.iter().all(|t| t.status == "done"), "every task done");
     assert_each_completion_ran_once(&tasks, &ledger.log_lines());
     eprintln!("{n} tasks, {terminations} terminations, {:?}", started.elapsed());
+}
+
+/// A PostgreSQL role for one test, dropped afterwards (after the databases it has rights in).
+struct PgRole(String);
+
+impl Drop for PgRole {
+    fn drop(&mut self) {
+        pg_admin(format!("DROP ROLE IF EXISTS {}", self.0));
+    }
+}
+
+/// X4 (issue 16, item 4): read commands open a PostgreSQL ledger read-only — nothing migrated,
+/// sessions `default_transaction_read_only` — so a role that may only `SELECT` can list, show
+/// and export; a write through that role fails with an error and changes nothing.
+#[test]
+fn x4_a_select_only_role_reads_a_postgres_ledger() {
+    let role = PgRole(format!("daicho_it_reader_{}", std::process::id()));
+    let Some(db) = PgDatabase::fresh("readonly") else { return };
+    let ledger = Ledger::uninitialized();
+    let with = |url: &str, args: &[&str]| {
+        let mut all = vec!["--db", url];
+        all.extend_from_slice(args);
+        ledger.run(&all)
+    };
+    with(&db.url, &["init"]).ok();
+    with(&db.url, &["add", "read me", "--project", "PJ"]).ok();
+    pg_admin(format!("DROP ROLE IF EXISTS {0}; CREATE ROLE {0} LOGIN", role.0));
+    pg_run(
+        db.url.clone(),
+        format!(
+            "GRANT USAGE ON SCHEMA public TO {0}; GRANT SELECT ON ALL TABLES IN SCHEMA public TO {0}",
+            role.0
+        ),
+    );
+    let reader = db.url.replacen("postgres://postgres@", &format!("postgres://{}@", role.0), 1);
+    let list: Vec<serde_json::Value> = with(&reader, &["list", "--json"]).ok().json();
+    assert_eq!(list.len(), 1);
+    assert!(with(&reader, &["show", "T-0001"]).ok().stdout.contains("read me"));
+    assert!(with(&reader, &["export", "--format", "json"]).ok().stdout.contains("read me"));
+    let write = with(&reader, &["add", "not allowed"]);
+    assert_eq!(write.code, 1, "{}", write.stdout);
+    let list: Vec<serde_json::Value> = with(&db.url, &["list", "--json"]).ok().json();
+    assert_eq!(list.len(), 1, "nothing written through the reader");
 }
