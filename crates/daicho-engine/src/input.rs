@@ -29,26 +29,34 @@ pub fn read(path: &Path) -> Result<(String, Vec<u8>), InputError> {
             .take(MAX_INPUT_BYTES + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| InputError::new(STDIN, None, format!("cannot read: {e}")))?;
+        if bytes.len() as u64 > MAX_INPUT_BYTES {
+            let reason = format!("more than {MAX_INPUT_BYTES} bytes, larger than the limit");
+            return Err(InputError::new(STDIN, None, reason));
+        }
         (STDIN.to_owned(), bytes)
     } else {
-        let name = path.display().to_string();
-        let unreadable = |e: std::io::Error| InputError::new(&name, None, format!("cannot read: {e}"));
-        let size = std::fs::metadata(path).map_err(unreadable)?.len();
-        if size > MAX_INPUT_BYTES {
-            return Err(too_large(&name, size));
-        }
-        let bytes = std::fs::read(path).map_err(unreadable)?;
+        let name = check_size(path)?;
+        let bytes =
+            std::fs::read(path).map_err(|e| InputError::new(&name, None, format!("cannot read: {e}")))?;
         (name, bytes)
     };
-    match bytes.len() as u64 {
-        size if size > MAX_INPUT_BYTES => Err(too_large(&name, size)),
-        _ => Ok((name, bytes)),
-    }
+    Ok((name, bytes))
 }
 
-fn too_large(name: &str, size: u64) -> InputError {
-    let size = if size > MAX_INPUT_BYTES { format!("more than {MAX_INPUT_BYTES}") } else { size.to_string() };
-    InputError::new(name, None, format!("{size} bytes, larger than the limit of {MAX_INPUT_BYTES}"))
+/// Refuses a file larger than [`MAX_INPUT_BYTES`] before it is read; returns its name.
+///
+/// # Errors
+///
+/// An [`InputError`] naming the file: unreadable, or its size and the limit.
+pub fn check_size(path: &Path) -> Result<String, InputError> {
+    let name = path.display().to_string();
+    let size =
+        std::fs::metadata(path).map_err(|e| InputError::new(&name, None, format!("cannot read: {e}")))?.len();
+    if size > MAX_INPUT_BYTES {
+        let reason = format!("{size} bytes, larger than the limit of {MAX_INPUT_BYTES}");
+        return Err(InputError::new(&name, None, reason));
+    }
+    Ok(name)
 }
 
 /// Decodes and parses one input's bytes.

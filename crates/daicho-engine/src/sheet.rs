@@ -26,13 +26,7 @@ pub fn read(
     sheet: Option<&str>,
     header_row: Option<usize>,
 ) -> Result<(String, Table), InputError> {
-    let file = path.display().to_string();
-    let size =
-        std::fs::metadata(path).map_err(|e| InputError::new(&file, None, format!("cannot read: {e}")))?.len();
-    if size > crate::input::MAX_INPUT_BYTES {
-        let limit = crate::input::MAX_INPUT_BYTES;
-        return Err(InputError::new(&file, None, format!("{size} bytes, larger than the limit of {limit}")));
-    }
+    let file = crate::input::check_size(path)?;
     let mut book = calamine::open_workbook_auto(path)
         .map_err(|e| InputError::new(&file, None, format!("cannot read as a spreadsheet: {e}")))?;
     let names = book.sheet_names();

@@ -227,18 +227,17 @@ pub fn plan_upsert<'a>(
     let arrivals = plan.add.iter().map(move |a| {
         JournalWrite::arrival(batch.now, &a.task, &arrival_actor, JournalKind::Add).map(RowWrite::Journal)
     });
+    // A patch is a change of one row like any other: the row, its edges when its deps were
+    // filled, its journal entry.
     let patches = plan.patch.iter().flat_map(move |patch| -> Vec<Result<RowWrite>> {
         let Some(row) = before.get(&patch.id) else { return vec![Err(StoreError::NotFound(patch.id))] };
         let mut after = row.clone();
         patch.fields.apply_to(&mut after);
         after.updated_at = batch.now;
-        let journal = JournalWrite::change(batch.now, row, &after, &actor, JournalKind::Patch, None);
-        let redeps =
-            patch.fields.deps.is_some().then(|| RowWrite::Redeps { id: after.id, deps: after.deps.clone() });
-        let mut writes = vec![Ok(RowWrite::Update(after))];
-        writes.extend(redeps.map(Ok));
-        writes.push(journal.map(RowWrite::Journal));
-        writes
+        match change_writes(batch.now, row, &after, &actor, JournalKind::Patch, None) {
+            Ok(writes) => writes.into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        }
     });
     insert_writes(added, statuses).map(Ok).chain(arrivals).chain(patches)
 }
