@@ -100,7 +100,7 @@ impl TaskEdit {
             next.not_before = v;
         }
         if let Some(v) = &self.action {
-            next.action = v.clone();
+            next.action = v.trim().to_owned();
         }
         if let Some(v) = &self.deps {
             let mut deps: Vec<TaskId> = Vec::with_capacity(v.len());

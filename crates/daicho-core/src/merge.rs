@@ -593,7 +593,7 @@ fn fill_empty_cells(row: &Task, item: &Item, deps: Vec<TaskId>) -> PatchFields {
         work_type: fill(&row.work_type, &item.work_type),
         priority: (row.priority == 0 && item.priority != 0).then_some(item.priority),
         not_before: if row.not_before.is_none() { item.not_before } else { None },
-        action: fill(&row.action, &item.action),
+        action: fill(&row.action, item.action.trim()),
         deps: (row.deps.is_empty() && !deps.is_empty()).then_some(deps),
         tags: (row.tags.is_empty() && !item.tags.is_empty()).then(|| item.tags.clone()),
         refresh: (item.refresh && !row.refresh).then_some(true),
@@ -632,7 +632,7 @@ fn kept_cells(row: &Task, item: &Item, deps: &[TaskId]) -> Vec<&'static str> {
         ("type", differs(&row.work_type, &item.work_type)),
         ("priority", row.priority != 0 && item.priority != 0 && row.priority != item.priority),
         ("not_before", differs_opt(row.not_before, item.not_before)),
-        ("action", differs(&row.action, &item.action)),
+        ("action", differs(&row.action, item.action.trim())),
         ("deps", !row.deps.is_empty() && !deps.is_empty() && row.deps != deps),
         ("tags", !row.tags.is_empty() && !item.tags.is_empty() && row.tags != item.tags),
     ]
@@ -657,7 +657,8 @@ fn new_row(id: TaskId, item: &Item, key: String, deps: Vec<TaskId>, now: Timesta
     task.work_type = item.work_type.clone();
     task.priority = item.priority;
     task.not_before = item.not_before;
-    task.action = item.action.clone();
+    // Stored trimmed, as routing compares it (the claim's query matches it exactly, I5).
+    task.action = item.action.trim().to_owned();
     task.result = item.result.clone();
     task.run_at = item.run_at;
     task.correction = item.correction.clone();
@@ -707,6 +708,23 @@ mod tests {
         assert_eq!(plan.skip[1].reason, SkipReason::DuplicateInInput { first_index: 0 });
         let other_source = merge_plan(&ledger, &[Item::new("パーサー実装", "elsewhere")], now(), 2);
         assert_eq!(other_source.add.len(), 1, "another source is another key");
+    }
+
+    #[test]
+    fn i5_an_action_is_stored_trimmed_as_routing_reads_it() {
+        let mut item = Item::new("a", "src");
+        item.action = " write\u{3000}".into();
+        let mut after = Vec::new();
+        apply(&mut after, &merge_plan(&[], &[item.clone()], now(), 1));
+        assert_eq!(after[0].action, "write");
+        let mut ledger = vec![row(1, "a", Status::Pending)];
+        let plan = merge_plan(&ledger, &[item], now(), 2);
+        apply(&mut ledger, &plan);
+        assert_eq!(ledger[0].action, "write", "an empty cell filled, trimmed");
+        let mut edited = ledger[0].clone();
+        edited.action = "x".into();
+        let edit = crate::edit::TaskEdit { action: Some(" draft ".into()), ..Default::default() };
+        assert_eq!(edit.apply(&edited, now()).action, "draft");
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //!
 //! The engine applies these decisions; it never re-decides them.
 
+mod scope;
+
+pub use scope::{ClaimScope, Route};
+
 use crate::lang::Lang;
 use std::collections::HashMap;
 use std::fmt;

@@ -33,7 +33,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use daicho_core::policy::{ActionSpec, Gate, Hold, Mode, decide};
+use daicho_core::policy::{ActionSpec, ClaimScope, Gate, Hold, Mode, decide};
 use daicho_core::{Status, Task, TaskId};
 use daicho_store::{ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, StoreError};
 use jiff::Timestamp;
@@ -69,6 +69,13 @@ impl Role {
             Role::RunRequested => Mode::Requested,
             Role::Auto => Mode::Auto,
         }
+    }
+
+    /// The rows this role may run under `gate` (I5): `run-requested` judges ticked rows only,
+    /// `auto` every row as an automatic run.
+    fn scope(self, gate: &Gate<'_>) -> ClaimScope {
+        let unticked = (self == Role::Auto).then_some(Mode::Auto);
+        ClaimScope::new(gate, Some(self.mode()), unticked, None, None)
     }
 }
 
@@ -212,6 +219,9 @@ pub async fn exec(ctx: RunContext, action: ActionConfig) -> ExecOutcome {
 
 /// How many ready rows one sweep examines; the rest count as truncated.
 const SWEEP_SCAN: usize = 5_000;
+
+/// How many rows awaiting approval one look queues at most.
+const APPROVAL_SCAN: usize = 1_000;
 
 /// The engine over one store.
 #[derive(Debug)]
@@ -569,10 +579,19 @@ impl<S: Store + 'static> Engine<S> {
         let mut considered: HashSet<TaskId> = HashSet::new();
         loop {
             let ready = self.store.ready(self.now(), SWEEP_SCAN).await?;
-            let unseen = ready.tasks.iter().filter(|t| !considered.contains(&t.id)).count();
+            let mut tasks = ready.tasks;
+            if ready.total > tasks.len() {
+                // Past the window, the rows this role may run (I5): the held rows before them
+                // do not hide them.
+                let scope = role.scope(&gate);
+                let seen: HashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
+                let more = self.store.ready_head(self.now(), Some(scope), SWEEP_SCAN).await?;
+                tasks.extend(more.into_iter().filter(|t| !seen.contains(&t.id)));
+            }
+            let unseen = tasks.iter().filter(|t| !considered.contains(&t.id)).count();
             let runs_before = report.ran.len();
-            report.truncated = ready.total.saturating_sub(ready.tasks.len());
-            for task in ready.tasks {
+            report.truncated = ready.total.saturating_sub(tasks.len());
+            for task in tasks {
                 if !considered.insert(task.id) {
                     continue;
                 }
@@ -675,6 +694,21 @@ impl<S: Store + 'static> Engine<S> {
             require_run: guard.require_run,
             require_approval: guard.require_approval,
         })
+    }
+
+    /// The ready rows of `project` (or all) that wait for a person's approval and are not in the
+    /// approval queue yet (S2), found in the query behind any number of other rows.
+    pub(crate) async fn awaiting_approval(
+        &self,
+        now: Timestamp,
+        project: Option<&str>,
+    ) -> Result<Vec<TaskId>, StoreError> {
+        let gate = Gate { actions: &self.specs, ..Gate::default() };
+        let scope = ClaimScope::awaiting_approval(&gate, project);
+        if scope.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.store.ready_head(now, Some(scope), APPROVAL_SCAN).await?.iter().map(|t| t.id).collect())
     }
 
     /// Claims the task (S1) and, only when the claim is committed, runs it. `None` when it was

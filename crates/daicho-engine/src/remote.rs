@@ -5,7 +5,7 @@
 //! fenced by the attempt, found tasks pushed in a transaction of their own (X2).
 
 use daicho_core::format::ItemDefaults;
-use daicho_core::policy::{Gate, Hold, correction_for_run, idempotency_key, worker_mode};
+use daicho_core::policy::{ClaimScope, Gate, correction_for_run, idempotency_key, worker_mode};
 use daicho_core::{Actor, Item, Status, Task, TaskId};
 use daicho_store::{Batch, ClaimOutcome, Finish, RunEnd, Store, StoreError, UnknownDeps};
 use jiff::Timestamp;
@@ -89,24 +89,23 @@ impl<S: Store + 'static> Engine<S> {
             runs_today: self.gate_counts(now).await?,
             daily_cap: self.config.policy.daily_cap,
         };
-        let mut tasks = self.store.ready_head(now, CLAIM_SCAN).await?;
+        // Only the rows this worker may run are read (I5): any number of rows it may not run
+        // (manual, heavy, awaiting approval, another action's) cannot hide the one it may.
+        let (project, action) = (filter.project.as_deref(), filter.action.as_deref());
+        let scope = ClaimScope::worker(&gate, project, action);
+        let mut tasks = if scope.is_empty() {
+            Vec::new()
+        } else {
+            self.store.ready_head(now, Some(scope), CLAIM_SCAN).await?
+        };
         tasks.sort_by_key(|t| !t.run);
-        let mut held = 0;
-        let mut to_queue = Vec::new();
         let mut outcome = None;
-        for task in tasks.iter().filter(|t| filter.project.as_ref().is_none_or(|p| *p == t.project)) {
-            let request = match self.claim_request(task, worker_mode(task), &gate, &filter.worker, self.now())
-            {
-                Ok(request) => request,
-                Err(hold) => {
-                    if hold == Hold::AwaitingApproval {
-                        to_queue.push(task.id);
-                    }
-                    held += 1;
-                    continue;
-                }
+        for task in &tasks {
+            let Ok(request) = self.claim_request(task, worker_mode(task), &gate, &filter.worker, self.now())
+            else {
+                continue;
             };
-            if filter.action.as_ref().is_some_and(|a| *a != request.action) {
+            if action.is_some_and(|a| a != request.action) {
                 continue;
             }
             match self.store.claim(request.clone()).await? {
@@ -128,10 +127,18 @@ impl<S: Store + 'static> Engine<S> {
                 ClaimOutcome::NotClaimable => {}
             }
         }
+        let to_queue = self.awaiting_approval(now, project).await?;
         if !to_queue.is_empty() {
             self.store.queue_approvals(to_queue, self.now()).await?;
         }
-        Ok(outcome.unwrap_or(NextClaim::Nothing { held }))
+        if let Some(outcome) = outcome {
+            return Ok(outcome);
+        }
+        // Nothing to claim: the ready rows of the project (a bounded count) are all held.
+        let head = self.store.ready_head(now, None, CLAIM_SCAN).await?;
+        Ok(NextClaim::Nothing {
+            held: head.iter().filter(|t| project.is_none_or(|p| p == t.project)).count(),
+        })
     }
 
     /// Extends a remote run's lease by the configured lease length; returns the new expiry.

@@ -2,13 +2,13 @@
 //! one commit and recording every run that ended meanwhile in one commit, so that with a deep
 //! queue a durable commit carries many tasks instead of one.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use daicho_core::TaskId;
-use daicho_core::policy::{Gate, Hold, worker_mode};
+use daicho_core::policy::{ClaimScope, Gate, worker_mode};
 use daicho_store::{ClaimOutcome, ClaimRequest, Store, StoreError};
 use tokio::task::JoinSet;
 
@@ -112,7 +112,6 @@ impl<S: Store + 'static> Engine<S> {
         let mut totals = WorkTotals::default();
         let mut running: JoinSet<Performed> = JoinSet::new();
         let mut ended: Vec<Performed> = Vec::new();
-        let mut queued: HashSet<TaskId> = HashSet::new();
         // S3 (no self-retry): a task whose run failed here is not claimed again by this worker
         // until RETRY_AFTER has passed; other workers and later sweeps may take it.
         let mut failed_here: HashMap<TaskId, Instant> = HashMap::new();
@@ -202,12 +201,9 @@ impl<S: Store + 'static> Engine<S> {
                 // point of this worker's own, so that workers stop racing for the same head.
                 let spread = (contended > 0).then(|| spread_seed(&self.worker, looks));
                 looks += 1;
-                let (requests, to_queue) =
-                    store!(self.plan_claims(free, &queued, &failed_here, spread).await);
+                let (requests, to_queue) = store!(self.plan_claims(free, &failed_here, spread).await);
                 if !to_queue.is_empty() {
-                    let newly = store!(self.store.queue_approvals(to_queue.clone(), self.now()).await);
-                    totals.queued += newly.len();
-                    queued.extend(to_queue);
+                    totals.queued += store!(self.store.queue_approvals(to_queue, self.now()).await).len();
                 }
                 requested = requests.len();
                 if !requests.is_empty() {
@@ -255,13 +251,13 @@ impl<S: Store + 'static> Engine<S> {
 
     /// The claims to make for `free` slots now: ready rows ticked ▶ first (a requested run),
     /// then automatic runs, each decided by the pure policy (S2, S5–S7, S9, S12), skipping rows
-    /// that failed here lately. Also returns external rows waiting for approval that this worker
-    /// has not queued yet. The head of the ready set is read, and read wider while it holds too
-    /// few eligible rows.
+    /// that failed here lately. Also returns the external rows waiting for approval that are not
+    /// queued yet. Only the rows this worker may run are read (its [`ClaimScope`], I5), so rows
+    /// it may not run never hide one it may; the head is read wider while it holds too few
+    /// (rows that failed here, caps reached on the way).
     async fn plan_claims(
         &self,
         free: usize,
-        queued: &HashSet<TaskId>,
         failed_here: &HashMap<TaskId, Instant>,
         spread: Option<u64>,
     ) -> Result<(Vec<ClaimRequest>, Vec<TaskId>), StoreError> {
@@ -275,11 +271,15 @@ impl<S: Store + 'static> Engine<S> {
                 runs_today: runs_today.clone(),
                 daily_cap: self.config.policy.daily_cap,
             };
-            let mut tasks = self.store.ready_head(now, limit).await?;
+            let scope = ClaimScope::worker(&gate, None, None);
+            let mut tasks = if scope.is_empty() {
+                Vec::new()
+            } else {
+                self.store.ready_head(now, Some(scope), limit).await?
+            };
             let whole = tasks.len() < limit;
             tasks.sort_by_key(|t| !t.run);
             let mut requests = Vec::with_capacity(free);
-            let mut to_queue = Vec::new();
             // Without daily caps every eligible row of the window is a candidate (`spread` picks
             // among them); with caps, the first ones in order, counted as they are picked.
             let want = if spread.is_some() && !capped { usize::MAX } else { free };
@@ -287,14 +287,10 @@ impl<S: Store + 'static> Engine<S> {
                 if requests.len() >= want {
                     break;
                 }
-                match self.claim_request(task, worker_mode(task), &gate, &self.worker, now) {
-                    Ok(request) => {
-                        *gate.runs_today.by_action.entry(request.action.clone()).or_insert(0) += 1;
-                        gate.runs_today.total += 1;
-                        requests.push(request);
-                    }
-                    Err(Hold::AwaitingApproval) if !queued.contains(&task.id) => to_queue.push(task.id),
-                    Err(_) => {}
+                if let Ok(request) = self.claim_request(task, worker_mode(task), &gate, &self.worker, now) {
+                    *gate.runs_today.by_action.entry(request.action.clone()).or_insert(0) += 1;
+                    gate.runs_today.total += 1;
+                    requests.push(request);
                 }
             }
             if requests.len() >= free || whole || limit >= crate::SWEEP_SCAN {
@@ -305,7 +301,7 @@ impl<S: Store + 'static> Engine<S> {
                     requests.rotate_left(start);
                     requests.truncate(free);
                 }
-                return Ok((requests, to_queue));
+                return Ok((requests, self.awaiting_approval(now, None).await?));
             }
             limit = (limit * 4).min(crate::SWEEP_SCAN);
         }

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use daicho_core::dag::{DagError, NewDeps, check_new_deps};
 use daicho_core::edit::TaskEdit;
 use daicho_core::merge::incoming_keys;
-use daicho_core::policy::{FailurePolicy, RunCounts};
+use daicho_core::policy::{ClaimScope, FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::codec::{self, READY_ORDER};
 use daicho_store::writes::{self, JournalWrite, RowWrite};
@@ -380,13 +380,10 @@ impl Store for PgStore {
         })
     }
 
-    async fn ready_head(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>> {
+    async fn ready_head(&self, now: Timestamp, scope: Option<ClaimScope>, limit: usize) -> Result<Vec<Task>> {
         let client = self.client().await?;
         let stmt = client
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM task WHERE {} {READY_ORDER} LIMIT $2",
-                ready_where()
-            ))
+            .prepare_cached(&codec::ready_head_sql("$1", "$2", scope.as_ref()))
             .await
             .map_err(backend)?;
         let rows = client.query(&stmt, &[&micros(now), &(limit as i64)]).await.map_err(backend)?;

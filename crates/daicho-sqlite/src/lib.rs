@@ -23,7 +23,7 @@ use std::time::Duration;
 use daicho_core::dag::{NewDeps, check_new_deps};
 use daicho_core::edit::TaskEdit;
 use daicho_core::merge::incoming_keys;
-use daicho_core::policy::{FailurePolicy, RunCounts};
+use daicho_core::policy::{ClaimScope, FailurePolicy, RunCounts};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::codec::{self, READY_ORDER};
 use daicho_store::writes;
@@ -438,14 +438,10 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn ready_head(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>> {
+    async fn ready_head(&self, now: Timestamp, scope: Option<ClaimScope>, limit: usize) -> Result<Vec<Task>> {
         self.read(move |tx| {
-            let mut stmt = tx
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM task WHERE {} {READY_ORDER} LIMIT ?2",
-                    ready_where()
-                ))
-                .map_err(backend)?;
+            let mut stmt =
+                tx.prepare_cached(&codec::ready_head_sql("?1", "?2", scope.as_ref())).map_err(backend)?;
             stmt.query_map(params![now.as_microsecond(), limit as i64], read_task)
                 .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Task>>>())
                 .map_err(backend)

@@ -2,7 +2,8 @@
 //! backends share (the column lists, the row writes, the ready condition), parameterised by the
 //! backend's placeholder syntax (`?1` for SQLite, `$1` for PostgreSQL). Pure: no I/O.
 
-use daicho_core::task::Lease;
+use daicho_core::policy::{ClaimScope, Mode};
+use daicho_core::task::{Lease, TAG_AI, TAG_EXTERNAL, TAG_HEAVY};
 use daicho_core::{Status, Tags, Task, TaskId};
 use jiff::Timestamp;
 
@@ -83,6 +84,90 @@ pub fn ready_where(now: &str) -> String {
 
 /// Run order: priority (larger first), then id. Served by the index `task_ready`.
 pub const READY_ORDER: &str = "ORDER BY priority DESC, num";
+
+/// The rows of the ready set a claim may take (S2, S5, S6, S9, S12; I5): `scope`'s rule
+/// ([`ClaimScope::admits`]) as an SQL condition over the `task` table, its names written as
+/// quoted literals. With the ready condition it lets a claim find the one row it may run
+/// behind any number it may not. Both backends use this text; `FALSE` when nothing is in scope.
+pub fn scope_where(scope: &ClaimScope) -> String {
+    if scope.is_empty() {
+        return "1 = 0".to_owned();
+    }
+    let list = |values: &[String]| values.iter().map(|v| quote(v)).collect::<Vec<_>>().join(", ");
+    let tagged = |tag: &str| format!("(',' || tags || ',') LIKE '%,{tag},%'");
+    let approved = "(run AND approved_by <> '')";
+    let judged = |mode: Mode| {
+        let routes: Vec<String> = scope
+            .routes
+            .iter()
+            .filter(|route| scope.awaiting_approval || mode != Mode::Auto || route.auto)
+            .map(|route| {
+                let mut by = vec![format!("action = {}", quote(&route.name))];
+                let mut unnamed = Vec::new();
+                if !route.types.is_empty() {
+                    unnamed.push(format!("(work_type <> '' AND work_type IN ({}))", list(&route.types)));
+                }
+                if !route.assignees.is_empty() {
+                    unnamed.push(format!("(assignee <> '' AND assignee IN ({}))", list(&route.assignees)));
+                }
+                if !unnamed.is_empty() {
+                    by.push(format!("(action = '' AND ({}))", unnamed.join(" OR ")));
+                }
+                let mut all = vec![format!("({})", by.join(" OR "))];
+                if scope.awaiting_approval {
+                    if !route.external {
+                        all.push(tagged(TAG_EXTERNAL));
+                    }
+                } else {
+                    if mode == Mode::Auto {
+                        all.push(tagged(TAG_AI));
+                    }
+                    all.push(if route.external {
+                        approved.to_owned()
+                    } else {
+                        format!("(NOT {} OR {approved})", tagged(TAG_EXTERNAL))
+                    });
+                }
+                format!("({})", all.join(" AND "))
+            })
+            .collect();
+        match routes.is_empty() {
+            true => "1 = 0".to_owned(),
+            // The tag test last: SQLite evaluates terms in order, and the cheap ones rule out
+            // most rows first (100,000 held rows: 118 → 69 ms).
+            false => format!("(({}) AND NOT {})", routes.join(" OR "), tagged(TAG_HEAVY)),
+        }
+    };
+    let mut parts = Vec::new();
+    if let Some(mode) = scope.ticked {
+        parts.push(format!("(run AND {})", judged(mode)));
+    }
+    if let Some(mode) = scope.unticked {
+        parts.push(format!("(NOT run AND {})", judged(mode)));
+    }
+    let mut rows = format!("({})", parts.join(" OR "));
+    if scope.awaiting_approval {
+        rows = format!(
+            "({rows} AND NOT {approved} AND NOT EXISTS (SELECT 1 FROM approval WHERE approval.task = task.num))"
+        );
+    }
+    match &scope.project {
+        Some(project) => format!("(project = {} AND {rows})", quote(project)),
+        None => rows,
+    }
+}
+
+/// The head of the ready set, in run order, `now` and `limit` being placeholders: every ready
+/// row, or only those `scope` admits.
+pub fn ready_head_sql(now: &str, limit: &str, scope: Option<&ClaimScope>) -> String {
+    let scope = scope.map(|s| format!(" AND {}", scope_where(s))).unwrap_or_default();
+    format!("SELECT {COLUMNS} FROM task WHERE {}{scope} {READY_ORDER} LIMIT {limit}", ready_where(now))
+}
+
+/// A string as an SQL literal: single quotes doubled (both backends read standard strings).
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
 
 /// The statuses that satisfy a dependency, as an SQL list: `('done', 'dropped')`.
 pub fn satisfying_statuses() -> String {

@@ -61,6 +61,7 @@ macro_rules! store_contract_tests {
             s13_an_id_addresses_a_row_only_with_its_key,
             s13_only_a_person_edits_and_running_is_a_claims,
             s2_s13_approval_is_a_persons_of_a_ready_task_and_spent_by_the_claim,
+            i5_a_claim_scope_selects_in_the_query_what_the_rule_admits,
             s9_run_counts_and_stats,
             batched_claims_and_finishes_commit_together,
             batched_claims_decide_each_request_alone,
@@ -904,6 +905,99 @@ pub async fn s2_s13_approval_is_a_persons_of_a_ready_task_and_spent_by_the_claim
     );
 }
 
+/// I5: the ready rows a claim may take are chosen in the query, and exactly as
+/// [`ClaimScope::admits`] says, for every kind of row (manual, heavy, external with and without
+/// approval, routed by name, type or assignee, ticked or not, another project's, a name with a
+/// quote): the SQL and the Rust rule agree, so the policy's soundness proof carries over.
+pub async fn i5_a_claim_scope_selects_in_the_query_what_the_rule_admits<B: Backend>(backend: &B) {
+    use daicho_core::policy::{ActionSpec, ClaimScope, Gate, Mode};
+    let store = backend.open().await;
+    let (actions, types, people) = (["", "sum", "o'mail", "render"], ["", "調査", "x"], ["", "bot", "佐藤"]);
+    let tags = ["", "ai", "external", "heavy", "ai,external", "ai,heavy"];
+    let mut items = Vec::new();
+    for (n, (((action, work_type), person), tag)) in actions
+        .iter()
+        .flat_map(|a| types.iter().map(move |t| (a, t)))
+        .flat_map(|at| people.iter().map(move |p| (at, p)))
+        .flat_map(|atp| tags.iter().map(move |t| (atp, t)))
+        .enumerate()
+    {
+        let mut it = item(&format!("row {n}"));
+        (it.action, it.work_type, it.assignee) = ((*action).into(), (*work_type).into(), (*person).into());
+        it.tags = daicho_core::Tags::parse_list(tag);
+        it.project = if n % 3 == 0 { "PJ-01'".into() } else { "PJ-02".into() };
+        it.run = n % 2 == 0;
+        items.push(it);
+    }
+    let report = store.upsert(person_batch(items)).await.expect("upsert");
+    // Every tenth row gets a person's approval (which ticks ▶ run).
+    for (n, row) in report.added.iter().enumerate().filter(|(n, _)| n % 10 == 0) {
+        store.approve(*row, Actor::Human(format!("p{n}")), t0()).await.expect("approve");
+    }
+    let spec = |name: &str, types: &[&str], people: &[&str]| ActionSpec {
+        name: name.into(),
+        types: types.iter().map(|t| (*t).into()).collect(),
+        assignees: people.iter().map(|p| (*p).into()).collect(),
+        ..ActionSpec::default()
+    };
+    let specs = [
+        ActionSpec { auto: true, ..spec("sum", &["調査"], &["bot"]) },
+        ActionSpec { external: true, auto: true, ..spec("o'mail", &["x"], &[]) },
+        ActionSpec { heavy: true, auto: true, ..spec("render", &[], &["佐藤"]) },
+    ];
+    let gate = Gate { actions: &specs, ..Gate::default() };
+    let ready = store.ready(t0(), 10_000).await.expect("ready").tasks;
+    assert_eq!(ready.len(), 4 * 3 * 3 * 6);
+    let modes = [None, Some(Mode::Auto), Some(Mode::Requested)];
+    let mut admitted_any = false;
+    for (ticked, unticked) in modes.iter().flat_map(|t| modes.iter().map(move |u| (*t, *u))) {
+        for (project, only) in
+            [(None, None), (Some("PJ-01'"), None), (None, Some("o'mail")), (None, Some("sum"))]
+        {
+            let scope = ClaimScope::new(&gate, ticked, unticked, project, only);
+            let want: Vec<TaskId> = ready.iter().filter(|t| scope.admits(t)).map(|t| t.id).collect();
+            let got: Vec<TaskId> = store
+                .ready_head(t0(), Some(scope.clone()), 10_000)
+                .await
+                .expect("ready_head")
+                .iter()
+                .map(|t| t.id)
+                .collect();
+            assert_eq!(got, want, "{scope:?}");
+            let head: Vec<TaskId> = store
+                .ready_head(t0(), Some(scope.clone()), 2)
+                .await
+                .expect("head")
+                .iter()
+                .map(|t| t.id)
+                .collect();
+            assert_eq!(head, want[..want.len().min(2)], "the first two in run order");
+            admitted_any |= !want.is_empty() && want.len() < ready.len();
+        }
+    }
+    assert!(admitted_any, "the scopes tried both admit and leave out rows");
+    // The rows awaiting approval, less those already queued.
+    let awaiting = |project: Option<&str>| ClaimScope::awaiting_approval(&gate, project);
+    let waiting: Vec<TaskId> = ready.iter().filter(|t| awaiting(None).admits(t)).map(|t| t.id).collect();
+    assert!(waiting.len() > 2, "{waiting:?}");
+    store.queue_approvals(waiting[..2].to_vec(), t0()).await.expect("queue");
+    for project in [None, Some("PJ-01'")] {
+        let want: Vec<TaskId> = ready
+            .iter()
+            .filter(|t| awaiting(project).admits(t) && !waiting[..2].contains(&t.id))
+            .map(|t| t.id)
+            .collect();
+        let got: Vec<TaskId> = store
+            .ready_head(t0(), Some(awaiting(project)), 10_000)
+            .await
+            .expect("awaiting")
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(got, want, "awaiting approval in {project:?}");
+    }
+}
+
 /// S9: runs are counted per action for the daily caps; stats add up outcomes and tokens.
 pub async fn s9_run_counts_and_stats<B: Backend>(backend: &B) {
     let store = backend.open().await;
@@ -1206,7 +1300,7 @@ pub async fn a_random_walk_keeps_ready_exact_and_the_graph_acyclic<B: Backend>(b
             store.ready(now, 1000).await.expect("ready").tasks.iter().map(|t| t.id).collect();
         assert_eq!(got, want, "step {step} ({what}): the ready set drifted from the definition");
         let head: Vec<TaskId> =
-            store.ready_head(now, 3).await.expect("ready_head").iter().map(|t| t.id).collect();
+            store.ready_head(now, None, 3).await.expect("ready_head").iter().map(|t| t.id).collect();
         assert_eq!(
             head,
             want[..want.len().min(3)],

@@ -22,7 +22,7 @@ use std::future::Future;
 
 use daicho_core::dag::DagError;
 use daicho_core::edit::TaskEdit;
-use daicho_core::policy::{FailurePolicy, RunCounts};
+use daicho_core::policy::{ClaimScope, FailurePolicy, RunCounts};
 use daicho_core::{Actor, InputError, Item, Status, Task, TaskId};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value};
@@ -518,8 +518,15 @@ pub trait Store: Send + Sync {
     fn ready(&self, now: Timestamp, limit: usize) -> impl Future<Output = Result<ReadySet>> + Send;
 
     /// The first `limit` rows of the ready set, as [`Store::ready`] orders them, without counting
-    /// the rest (a worker looking for its next claims needs no total).
-    fn ready_head(&self, now: Timestamp, limit: usize) -> impl Future<Output = Result<Vec<Task>>> + Send;
+    /// the rest (a worker looking for its next claims needs no total). With a `scope`, only the
+    /// rows it admits ([`ClaimScope::admits`], I5): a claim finds the row it may run behind any
+    /// number of rows it may not.
+    fn ready_head(
+        &self,
+        now: Timestamp,
+        scope: Option<ClaimScope>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Task>>> + Send;
 
     /// Applies a person's edit to one row and returns the row as stored afterwards (read back
     /// in the same transaction). An edit that changes nothing writes nothing.
@@ -704,7 +711,11 @@ macro_rules! delegate_store {
             list(filter: $crate::ListFilter) -> $crate::Result<Vec<$crate::__deps::daicho_core::Task>>;
             status_counts() -> $crate::Result<Vec<$crate::StatusCount>>;
             ready(now: $crate::__deps::jiff::Timestamp, limit: usize) -> $crate::Result<$crate::ReadySet>;
-            ready_head(now: $crate::__deps::jiff::Timestamp, limit: usize)
+            ready_head(
+                now: $crate::__deps::jiff::Timestamp,
+                scope: Option<$crate::__deps::daicho_core::policy::ClaimScope>,
+                limit: usize
+            )
                 -> $crate::Result<Vec<$crate::__deps::daicho_core::Task>>;
             edit(
                 id: $crate::__deps::daicho_core::TaskId,

@@ -1,6 +1,7 @@
 //! Integration tests of the `daicho` binary: real processes on a real SQLite ledger file.
 
 mod authority;
+mod claims;
 mod cli;
 mod doctor;
 mod engine;
