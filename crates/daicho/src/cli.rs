@@ -98,4 +98,8 @@ pub enum Command {
     Stats(cmd::stats::Args),
     /// Claim and run ready tasks until stopped: add one per machine on a shared PostgreSQL ledger.
     Worker(cmd::worker::Args),
+    /// Print the shell completion script (bash, zsh, fish, powershell, elvish).
+    Completions(cmd::completions::CompletionsArgs),
+    /// Print the man page, or write one page per command into a directory.
+    Man(cmd::completions::ManArgs),
 }

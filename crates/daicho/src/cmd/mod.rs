@@ -2,6 +2,7 @@
 
 pub mod add;
 pub mod approve;
+pub mod completions;
 pub mod doctor;
 pub mod export;
 pub mod import;
@@ -193,7 +194,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // command, also those that do not use it, so a typo is never silently ignored; `init`
     // writes it.
     if let Some(file) = &ctx.config
-        && !matches!(cli.command, Command::Init(_))
+        && !matches!(cli.command, Command::Init(_) | Command::Completions(_) | Command::Man(_))
     {
         Config::load(file)?;
     }
@@ -224,5 +225,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Resume(args) => pause::resume(args, &ctx).await,
         Command::Stats(args) => stats::run(args, &ctx).await,
         Command::Worker(args) => worker::run(args, &ctx).await,
+        Command::Completions(args) => completions::completions(&args, &ctx),
+        Command::Man(args) => completions::man(&args, &ctx),
     }
 }

@@ -10,6 +10,7 @@ mod fault;
 mod formats;
 mod mcp;
 mod newcomer;
+mod operator;
 mod outputs;
 mod plan;
 mod readme;
