@@ -165,6 +165,8 @@ pub struct SourceConfig {
     pub dashboard: bool,
     /// X5: how a source with columns of its own becomes items (csv, json and jsonl).
     pub mapping: Option<Mapping>,
+    /// X6: a Markdown source with a done file gets the ledger written back into its lines.
+    pub write_back: bool,
     /// Its line in the configuration file.
     pub line: Option<usize>,
 }
@@ -297,6 +299,9 @@ struct RawSource {
     project: String,
     path: Option<String>,
     done_path: Option<String>,
+    /// X6: write the ledger back into the Markdown file (needs done_path).
+    #[serde(default)]
+    write_back: bool,
     #[serde(default)]
     command: Vec<String>,
     timeout: Option<String>,
@@ -376,6 +381,12 @@ impl RawSource {
                 ));
             }
         };
+        if r.write_back && !(matches!(r.kind.as_str(), "markdown" | "md") && r.done_path.is_some()) {
+            return Err(format!(
+                "source '{}': write_back is for markdown sources with a done_path (where done lines go)",
+                r.name
+            ));
+        }
         let mapping = r.mapping()?;
         if (r.sheet.is_some() || r.header_row.is_some()) && !matches!(kind, SourceKind::Sheet { .. }) {
             return Err(format!("source '{}': sheet and header_row are for spreadsheet sources", r.name));
@@ -395,6 +406,7 @@ impl RawSource {
             aggregate,
             dashboard: r.dashboard,
             mapping,
+            write_back: r.write_back,
             line,
         })
     }

@@ -26,6 +26,7 @@ pub mod sync;
 pub mod text;
 pub mod view;
 mod work;
+pub mod writeback;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -633,7 +634,28 @@ impl<S: Store + 'static> Engine<S> {
         if !to_queue.is_empty() {
             report.queued = self.store.queue_approvals(to_queue, self.now()).await?;
         }
+        if !report.ran.is_empty() {
+            self.write_back_sources().await;
+        }
         Ok(report)
+    }
+
+    /// Writes the ledger back into every Markdown source configured with `write_back` (X6),
+    /// after runs changed rows: each is pulled first, then written once. A failure or a
+    /// conflict is logged; the runs stand.
+    pub async fn write_back_sources(&self) -> Vec<sync::SourceReport> {
+        let mut reports = Vec::new();
+        for source in self.config.sources.iter().filter(|s| s.write_back) {
+            let (store, clock) = (&*self.store, self.clock());
+            match writeback::pull_and_write_back(store, &self.config, clock, source, &mut || {}).await {
+                Ok((mut report, written)) => {
+                    report.write_back = written;
+                    reports.push(report);
+                }
+                Err(e) => tracing::warn!(source = %source.name, "write-back failed: {}", error::chain(&e)),
+            }
+        }
+        reports
     }
 
     /// Runs one task now (`daicho run`, `daicho run-heavy`), by the same rules.

@@ -39,8 +39,10 @@ pub async fn pull(config: &Config, source: &SourceConfig) -> Result<Pulled, Inpu
             let path = config.resolve(path);
             let mut items = read_file(&path, *format, &defaults, source.mapping.as_ref()).await?;
             let mut origin = path.display().to_string();
-            if let Some(done) = done {
-                let done = config.resolve(done);
+            // A source that writes back makes its done file with the first done line.
+            if let Some(done) = done.as_ref().map(|d| config.resolve(d))
+                && (!source.write_back || done.exists())
+            {
                 items.extend(read_file(&done, *format, &defaults, None).await?);
                 origin = format!("{origin}, {}", done.display());
             }

@@ -75,6 +75,27 @@ pub struct SourceReport {
     /// Why the source failed (its rows are unchanged).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A source that writes back (X6): what writing its file did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_back: Option<crate::writeback::WriteBackReport>,
+}
+
+impl SourceReport {
+    /// An empty report for `source`.
+    pub fn new(source: &str) -> SourceReport {
+        SourceReport {
+            source: source.to_owned(),
+            read: 0,
+            added: 0,
+            updated: 0,
+            skipped: 0,
+            truncated: 0,
+            skips: Vec::new(),
+            ignored: Vec::new(),
+            error: None,
+            write_back: None,
+        }
+    }
 }
 
 /// What `daicho sync` did (fields in the order the JSON has always had).
@@ -128,29 +149,41 @@ pub async fn pull_all<S: Store>(
             break;
         }
         progress(Progress::Start(&source.name));
-        results.push(pull_one(store, config, clock, source).await);
+        results.push(pull_writing_back(store, config, clock, source).await);
         progress(Progress::Step);
     }
     results
 }
 
-async fn pull_one<S: Store>(
+/// Pulls one source; one that writes back (X6) has the ledger written into its file after.
+async fn pull_writing_back<S: Store>(
     store: &S,
     config: &Config,
     clock: &dyn Clock,
     source: &SourceConfig,
 ) -> SourceReport {
-    let mut result = SourceReport {
-        source: source.name.clone(),
-        read: 0,
-        added: 0,
-        updated: 0,
-        skipped: 0,
-        truncated: 0,
-        skips: Vec::new(),
-        ignored: Vec::new(),
-        error: None,
-    };
+    match crate::writeback::pull_and_write_back(store, config, clock, source, &mut || {}).await {
+        Ok((mut report, written)) => {
+            report.write_back = written;
+            report
+        }
+        Err(e) => {
+            let text = crate::error::chain(&e);
+            tracing::warn!(source = %source.name, "write-back failed: {text}");
+            let mut report = SourceReport::new(&source.name);
+            report.error = Some(format!("write-back: {text}"));
+            report
+        }
+    }
+}
+
+pub(crate) async fn pull_one<S: Store>(
+    store: &S,
+    config: &Config,
+    clock: &dyn Clock,
+    source: &SourceConfig,
+) -> SourceReport {
+    let mut result = SourceReport::new(&source.name);
     let outcome = async {
         let pulled = crate::sources::pull(config, source).await?;
         result.read = pulled.read;

@@ -220,6 +220,24 @@ impl SourceReport {
                 Lang::Ja => write!(line, "、無視した欄 {count} ({fields}: 人だけが書く欄です)"),
             };
         }
+        if let Some(back) = &self.write_back {
+            let (rewritten, moved) = (back.rewritten, back.moved);
+            let _ = match (&back.conflict, back.written, lang) {
+                (Some(conflict), _, _) => write!(line, "; {conflict}"),
+                (None, false, Lang::En) => write!(line, "; {} up to date", back.file),
+                (None, false, Lang::Ja) => write!(line, "; {} は最新です", back.file),
+                (None, true, Lang::En) => {
+                    write!(
+                        line,
+                        "; {} written back: {rewritten} line(s) updated, {moved} moved to done",
+                        back.file
+                    )
+                }
+                (None, true, Lang::Ja) => {
+                    write!(line, "; {} に書き戻し: 更新 {rewritten} 行、完了へ移動 {moved} 行", back.file)
+                }
+            };
+        }
         line
     }
 }

@@ -88,9 +88,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&temp)?;
+        // A file replaced keeps its mode (a person's tasks.md stays as private as it was).
+        if let Ok(old) = std::fs::metadata(&target) {
+            file.set_permissions(old.permissions())?;
+        }
         file.write_all(bytes)?;
         file.sync_all()?;
-        std::fs::rename(&temp, &target)
+        std::fs::rename(&temp, &target)?;
+        // The rename itself is durable once the directory is synced.
+        std::fs::File::open(dir)?.sync_all()
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);

@@ -143,6 +143,9 @@ impl<S: Store + 'static> Engine<S> {
             };
         }
         let mut recovered = false;
+        // Rows changed by runs since the Markdown sources were last written back (X6): written
+        // once the worker has nothing under way, not once per run.
+        let mut unwritten = false;
         loop {
             // What an earlier process on this machine finished but could not record comes first.
             if !recovered {
@@ -172,6 +175,7 @@ impl<S: Store + 'static> Engine<S> {
                 }
                 let reports = store!(self.record(ended.clone()).await);
                 ended.clear();
+                unwritten |= !reports.is_empty();
                 totals.finish_commits += 1;
                 for report in &reports {
                     totals.count(report);
@@ -183,6 +187,9 @@ impl<S: Store + 'static> Engine<S> {
             }
             let draining = self.stop_level() >= Stop::Drain;
             if draining && running.is_empty() {
+                if unwritten {
+                    self.write_back_sources().await;
+                }
                 return Ok(totals);
             }
             let free = if draining { 0 } else { slots - running.len() };
@@ -231,6 +238,10 @@ impl<S: Store + 'static> Engine<S> {
             contended = if claimed < requested { contended + 1 } else { 0 };
             if claimed > 0 || (1..=3).contains(&contended) {
                 continue;
+            }
+            if running.is_empty() && requested == 0 && unwritten {
+                self.write_back_sources().await;
+                unwritten = false;
             }
             // `once`: done when a look found nothing eligible (not when others took it first).
             if running.is_empty() && options.once && requested == 0 {

@@ -289,6 +289,109 @@ fn set_field(item: &mut Item, tags: &mut Tags, key: &str, value: &str) -> Result
     Ok(())
 }
 
+/// What writing the ledger back into a Markdown file does (X6): the file's new text and the
+/// lines that leave it for the done file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteBack {
+    /// The file's new text: every byte kept (BOM, line endings, comments, blank lines, order)
+    /// but the task lines whose row changed, and without the lines moved out.
+    pub text: String,
+    /// The task lines of rows now `done`, checked, in file order and without line endings, for
+    /// the done file.
+    pub done: Vec<String>,
+    /// Task lines changed in place (checkbox or 状態).
+    pub rewritten: usize,
+}
+
+impl WriteBack {
+    /// Whether the file stays as it is.
+    pub fn is_noop(&self) -> bool {
+        self.done.is_empty() && self.rewritten == 0
+    }
+}
+
+/// Writes the ledger's state back into a Markdown file's task lines (X6): `status_of` gives the
+/// status of the row a line's dedupe key names (`None`: no row, the line is left alone). A line
+/// whose row is `done` is checked and moved out (for the done file); another line gets the row's
+/// status as its `状態` segment (removed again when the row is back to `pending`). A line a person
+/// checked is never unchecked. Every other byte of the file stays as it was.
+pub fn write_back(
+    text: &str,
+    defaults: &ItemDefaults,
+    status_of: &dyn Fn(&str) -> Option<Status>,
+) -> WriteBack {
+    let (bom, body) = match text.strip_prefix('\u{feff}') {
+        Some(rest) => ("\u{feff}", rest),
+        None => ("", text),
+    };
+    let mut out = WriteBack { text: String::with_capacity(text.len()), ..WriteBack::default() };
+    out.text.push_str(bom);
+    for (index, raw) in body.split_inclusive('\n').enumerate() {
+        let line = raw.strip_suffix('\n').map_or(raw, |l| l.strip_suffix('\r').unwrap_or(l));
+        let eol = &raw[line.len()..];
+        let status = match parse_line(line, index + 1) {
+            Ok(Some(item)) => {
+                let source = if item.source.trim().is_empty() { &defaults.source } else { &item.source };
+                status_of(&crate::key::dedupe_key(source, &item.title))
+            }
+            _ => None,
+        };
+        match status {
+            None => out.text.push_str(raw),
+            Some(Status::Done) => out.done.push(with_status(&checked(line), None)),
+            Some(status) => {
+                let person_checked = checked(line) == line;
+                let want = (status != Status::Pending && !person_checked).then_some(status);
+                let new = if person_checked { line.to_owned() } else { with_status(line, want) };
+                out.rewritten += usize::from(new != line);
+                out.text.push_str(&new);
+                out.text.push_str(eol);
+            }
+        }
+    }
+    out
+}
+
+/// The line with its checkbox ticked.
+fn checked(line: &str) -> String {
+    let start = line.len() - line.trim_start().len();
+    let mut out = line.to_owned();
+    if line[start..].get(2..4) == Some("[ ") {
+        out.replace_range(start + 3..start + 4, "x");
+    }
+    out
+}
+
+/// The line with its `状態` (or `status`) segment saying `status`, or without one for `None`.
+fn with_status(line: &str, status: Option<Status>) -> String {
+    let at = |part: &str| part.as_ptr() as usize - line.as_ptr() as usize;
+    let segments = split_segments(line);
+    let existing = segments.iter().enumerate().skip(1).find_map(|(i, segment)| {
+        let (key, value) = split_key(segment.trim())?;
+        (field_of(key) == Some(Field::Status)).then_some((i, key, value.trim()))
+    });
+    match (existing, status) {
+        (None, None) => line.to_owned(),
+        (None, Some(status)) => format!("{} | 状態:{}", line.trim_end(), status.ja()),
+        (Some((_, key, value)), Some(status)) => {
+            let label = if key.is_ascii() { status.as_str() } else { status.ja() };
+            if Status::parse(value) == Some(status) {
+                return line.to_owned();
+            }
+            let start = at(value);
+            format!("{}{label}{}", &line[..start], &line[start + value.len()..])
+        }
+        (Some((i, _, _)), None) => {
+            // From the `|` before the segment to the `|` after it (or the end of the line).
+            let pipe = at(segments[i]) - 1;
+            match segments.get(i + 1) {
+                Some(next) => format!("{}{}", &line[..pipe], &line[at(next) - 1..]),
+                None => line[..pipe].trim_end().to_owned(),
+            }
+        }
+    }
+}
+
 /// Renders tasks as Markdown task lines, one per task, in the given order.
 pub fn render(tasks: &[Task]) -> String {
     let mut out = String::new();
@@ -362,6 +465,61 @@ mod tests {
 
     fn defaults() -> ItemDefaults {
         ItemDefaults { source: "tasks".into(), project: String::new() }
+    }
+
+    fn statuses(pairs: &[(&str, Status)]) -> impl Fn(&str) -> Option<Status> {
+        let map: std::collections::HashMap<String, Status> =
+            pairs.iter().map(|(title, status)| (crate::key::dedupe_key("tasks", title), *status)).collect();
+        move |key| map.get(key).copied()
+    }
+
+    #[test]
+    fn x6_seed_004_swept_to_the_end_leaves_t504_and_moves_the_rest() {
+        let text = format!("# PJ-03 article\n\n<!-- kept -->\n{SEED_004}\ntrailing prose\n");
+        let status_of = statuses(&[
+            ("記事の調査", Status::Done),
+            ("下書き生成", Status::Done),
+            ("品質ゲート", Status::Done),
+            ("台帳へ記録", Status::Done),
+            ("Qiitaへ投稿", Status::Pending),
+        ]);
+        let back = write_back(&text, &defaults(), &status_of);
+        let t504 = SEED_004.lines().nth(4).unwrap();
+        assert_eq!(back.text, format!("# PJ-03 article\n\n<!-- kept -->\n{t504}\n\ntrailing prose\n"));
+        assert_eq!(back.done.len(), 4);
+        for (moved, original) in back.done.iter().zip(SEED_004.lines()) {
+            assert_eq!(*moved, original.replacen("- [ ]", "- [x]", 1), "only the checkbox changes");
+        }
+        assert_eq!(back.rewritten, 0);
+        // Written back again, nothing changes.
+        let again = write_back(&back.text, &defaults(), &status_of);
+        assert!(again.is_noop() && again.text == back.text);
+    }
+
+    #[test]
+    fn x6_write_back_keeps_every_other_byte_bom_crlf_and_unknown_lines() {
+        let text = "\u{feff}# 台帳\r\n\r\n- [ ] a | 状態:実行中 | PJ:x\r\n- [ ] unknown row\r\n- [x] b\r\n  - [ ] c | status: review\r\nno newline at the end";
+        let status_of = statuses(&[("a", Status::Review), ("b", Status::Pending), ("c", Status::Pending)]);
+        let back = write_back(text, &defaults(), &status_of);
+        assert_eq!(
+            back.text,
+            "\u{feff}# 台帳\r\n\r\n- [ ] a | 状態:AI実行済(要確認) | PJ:x\r\n- [ ] unknown row\r\n- [x] b\r\n  - [ ] c\r\nno newline at the end"
+        );
+        assert_eq!(back.rewritten, 2, "a's status, c's status removed; b a person checked stays");
+        let status_of = statuses(&[("c", Status::NeedsHuman)]);
+        let back = write_back("- [ ] c | status: review | PJ:y\n", &defaults(), &status_of);
+        assert_eq!(
+            back.text, "- [ ] c | status: needs_human | PJ:y\n",
+            "an English key gets the English name"
+        );
+        let back = write_back("- [ ] c | PJ:y\n", &defaults(), &status_of);
+        assert_eq!(back.text, "- [ ] c | PJ:y | 状態:要人手\n");
+        let items = parse(&back.text, "t.md", &defaults()).unwrap();
+        assert_eq!(
+            (items[0].title.as_str(), items[0].status),
+            ("c", Some(Status::NeedsHuman)),
+            "it reads back"
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod readme;
 mod serve;
 mod sync;
 mod view;
+mod writeback;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
