@@ -452,7 +452,7 @@ fn bad_configuration_is_refused_before_anything_runs() {
 }
 
 /// A loopback HTTP server playing an OpenAI-compatible API: answers `n` requests, records them.
-fn fake_llm(n: usize) -> (String, std::thread::JoinHandle<Vec<(String, Value)>>) {
+pub fn fake_llm(n: usize) -> (String, std::thread::JoinHandle<Vec<(String, Value)>>) {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());

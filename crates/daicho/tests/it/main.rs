@@ -1,5 +1,6 @@
 //! Integration tests of the `daicho` binary: real processes on a real SQLite ledger file.
 
+mod agents;
 mod authority;
 mod claims;
 mod cli;
