@@ -58,7 +58,7 @@ pub async fn pull_and_write_back<S: Store>(
     config: &Config,
     clock: &dyn Clock,
     source: &SourceConfig,
-    between: &mut dyn FnMut(),
+    between: &mut (dyn FnMut() + Send),
 ) -> Result<(SourceReport, Option<WriteBackReport>), Error> {
     let Some((path, done_path)) = files(config, source) else {
         return Ok((crate::sync::pull_one(store, config, clock, source).await, None));
