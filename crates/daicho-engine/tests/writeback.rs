@@ -42,7 +42,10 @@ impl Fixture {
     }
 
     /// Pulls and writes back, with `between` run after each pull.
-    async fn write_back(&self, between: &mut (dyn FnMut() + Send)) -> daicho_engine::writeback::WriteBackReport {
+    async fn write_back(
+        &self,
+        between: &mut (dyn FnMut() + Send),
+    ) -> daicho_engine::writeback::WriteBackReport {
         let (pulled, report) =
             pull_and_write_back(&self.store, &self.config, &SystemClock, &self.config.sources[0], between)
                 .await
