@@ -99,6 +99,43 @@ pub fn cross_view(tasks: &[Task], options: &ViewOptions) -> CrossView {
     builder.finish()
 }
 
+/// One project's part of the view as a store reads it without walking its rows (V1–V3): how
+/// many open rows it has outside the dashboard sources, and its first rows in the view's order.
+#[derive(Clone, Debug)]
+pub struct ProjectHead {
+    /// The project.
+    pub project: String,
+    /// Its open rows outside the dashboard sources.
+    pub open: usize,
+    /// Its first open rows (at least `per_project` of them when it has that many).
+    pub rows: Vec<Task>,
+}
+
+/// The view from each project's head and the dashboard counts: what [`cross_view`] gives over
+/// every row, built from what an index gives (a few rows per project and counts).
+pub fn from_heads(heads: &[ProjectHead], dashboards: Vec<DashboardLine>, options: &ViewOptions) -> CrossView {
+    let mut view = CrossView::default();
+    for head in heads {
+        let mut rows: Vec<ViewRow> = head
+            .rows
+            .iter()
+            .filter(|t| is_open_work(t.status) && !options.dashboard_sources.contains(&t.source))
+            .map(|t| row(t, options.today))
+            .collect();
+        rows.sort_by_key(view_order);
+        rows.truncate(options.per_project);
+        if head.open > rows.len() {
+            view.more.push(MoreLine { project: head.project.clone(), more: head.open - rows.len() });
+        }
+        view.rows.extend(rows);
+    }
+    view.rows.sort_by_key(view_order);
+    view.more.sort_by(|a, b| a.project.cmp(&b.project));
+    view.dashboards = dashboards.into_iter().filter(|d| d.open > 0).collect();
+    view.dashboards.sort_by(|a, b| (&a.project, &a.source).cmp(&(&b.project, &b.source)));
+    view
+}
+
 /// Builds the view from rows given one at a time, keeping at most twice the cap per project in
 /// memory: a ledger of any size is read in pages and never held whole.
 #[derive(Clone, Debug)]
@@ -308,6 +345,23 @@ mod tests {
             assert_eq!(got, want_rows, "cap {cap}");
             let more: Vec<(String, usize)> = view.more.iter().map(|m| (m.project.clone(), m.more)).collect();
             assert_eq!(more, want_more, "cap {cap}");
+            // Built from each project's head and count, as a store reads them: the same view.
+            let heads: Vec<ProjectHead> = ["A", "B", "C"]
+                .into_iter()
+                .map(|project| {
+                    let mut open: Vec<Task> = tasks
+                        .iter()
+                        .filter(|t| t.project == project && is_open_work(t.status))
+                        .cloned()
+                        .collect();
+                    open.sort_by_key(|t| (t.due.is_none(), t.due, t.id));
+                    let count = open.len();
+                    open.truncate(cap);
+                    ProjectHead { project: project.to_owned(), open: count, rows: open }
+                })
+                .filter(|h| h.open > 0)
+                .collect();
+            assert_eq!(from_heads(&heads, Vec::new(), &options(cap)), view, "cap {cap}");
         }
     }
 

@@ -380,6 +380,14 @@ impl Store for PgStore {
         })
     }
 
+    async fn view_head(&self, project: String, exclude: Vec<String>, limit: usize) -> Result<Vec<Task>> {
+        let client = self.client().await?;
+        let stmt =
+            client.prepare_cached(&codec::view_head_sql("$1", "$2", &exclude)).await.map_err(backend)?;
+        let rows = client.query(&stmt, &[&project, &(limit as i64)]).await.map_err(backend)?;
+        rows.iter().map(read_task).collect()
+    }
+
     async fn ready_head(&self, now: Timestamp, scope: Option<ClaimScope>, limit: usize) -> Result<Vec<Task>> {
         let client = self.client().await?;
         let stmt = client

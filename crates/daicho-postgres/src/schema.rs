@@ -105,6 +105,11 @@ CREATE TABLE setting (
     "CREATE INDEX IF NOT EXISTS task_project_status ON task (project, status);",
     // 3: who approved an external task's next run (S2, S13); the claim clears it.
     "ALTER TABLE task ADD COLUMN IF NOT EXISTS approved_by TEXT NOT NULL DEFAULT ''",
+    // 4 (I3): the cross view's first open rows of a project, from an index in the view's
+    // order. (Counts stay a GROUP BY over task_project_status: a counter row every claim
+    // updated would make concurrent workers queue on it.)
+    "CREATE INDEX IF NOT EXISTS task_view ON task (project, (due IS NULL), due, num) \
+     WHERE status IN ('pending', 'running', 'review', 'needs_human')",
 ];
 
 /// Brings the schema up to date. The first process to take the advisory lock migrates; the

@@ -408,7 +408,8 @@ impl Store for SqliteStore {
     async fn status_counts(&self) -> Result<Vec<StatusCount>> {
         self.read(|tx| {
             let rows: Vec<(String, String, i64)> = tx
-                .prepare_cached("SELECT project, status, count(*) FROM task GROUP BY project, status")
+                // Kept by triggers with every write (schema 4): a few rows, whatever the ledger's size.
+                .prepare_cached("SELECT project, status, n FROM task_count WHERE n > 0")
                 .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect())
                 .map_err(backend)?;
             Ok(daicho_store::sorted_counts(rows))
@@ -434,6 +435,16 @@ impl Store for SqliteStore {
                 .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Task>>>())
                 .map_err(backend)?;
             Ok(ReadySet { tasks, total: total as usize })
+        })
+        .await
+    }
+
+    async fn view_head(&self, project: String, exclude: Vec<String>, limit: usize) -> Result<Vec<Task>> {
+        self.read(move |tx| {
+            let mut stmt = tx.prepare_cached(&codec::view_head_sql("?1", "?2", &exclude)).map_err(backend)?;
+            stmt.query_map(params![project, limit as i64], read_task)
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Task>>>())
+                .map_err(backend)
         })
         .await
     }

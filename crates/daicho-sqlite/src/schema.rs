@@ -104,6 +104,33 @@ CREATE TABLE setting (
     "CREATE INDEX IF NOT EXISTS task_project_status ON task (project, status);",
     // 3: who approved an external task's next run (S2, S13); the claim clears it.
     "ALTER TABLE task ADD COLUMN approved_by TEXT NOT NULL DEFAULT '';",
+    // 4 (I3): project × status counts kept with the rows by triggers, in the transaction of
+    // every write, so pages and /metrics read a few rows instead of scanning the ledger; and the
+    // cross view's first open rows of a project read from an index in the view's order.
+    r#"
+CREATE TABLE task_count (
+    project TEXT    NOT NULL,
+    status  TEXT    NOT NULL,
+    n       INTEGER NOT NULL,
+    PRIMARY KEY (project, status)
+) WITHOUT ROWID;
+INSERT INTO task_count (project, status, n) SELECT project, status, count(*) FROM task GROUP BY project, status;
+CREATE TRIGGER task_count_insert AFTER INSERT ON task BEGIN
+    INSERT INTO task_count (project, status, n) VALUES (NEW.project, NEW.status, 1)
+        ON CONFLICT (project, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER task_count_delete AFTER DELETE ON task BEGIN
+    UPDATE task_count SET n = n - 1 WHERE project = OLD.project AND status = OLD.status;
+END;
+CREATE TRIGGER task_count_update AFTER UPDATE OF project, status ON task
+WHEN OLD.project IS NOT NEW.project OR OLD.status IS NOT NEW.status BEGIN
+    UPDATE task_count SET n = n - 1 WHERE project = OLD.project AND status = OLD.status;
+    INSERT INTO task_count (project, status, n) VALUES (NEW.project, NEW.status, 1)
+        ON CONFLICT (project, status) DO UPDATE SET n = n + 1;
+END;
+CREATE INDEX task_view ON task (project, (due IS NULL), due, num)
+    WHERE status IN ('pending', 'running', 'review', 'needs_human');
+"#,
 ];
 
 /// Checks, without writing, that the ledger's schema is the one this daicho knows (a read-only

@@ -164,6 +164,27 @@ pub fn ready_head_sql(now: &str, limit: &str, scope: Option<&ClaimScope>) -> Str
     format!("SELECT {COLUMNS} FROM task WHERE {}{scope} {READY_ORDER} LIMIT {limit}", ready_where(now))
 }
 
+/// The open statuses of the cross view (V1), as an SQL list; the partial index `task_view` is
+/// declared over the same list.
+pub const VIEW_OPEN: &str = "('pending', 'running', 'review', 'needs_human')";
+
+/// The first open rows of one project in the cross view's order (due date, undated last, then
+/// id; V1, V3), rows of the `exclude`d (dashboard) sources left out; `project` and `limit` are
+/// placeholders. The index `task_view` serves it, so it reads about `limit` rows.
+pub fn view_head_sql(project: &str, limit: &str, exclude: &[String]) -> String {
+    let exclude = match exclude.is_empty() {
+        true => String::new(),
+        false => format!(
+            " AND source NOT IN ({})",
+            exclude.iter().map(|s| quote(s)).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    format!(
+        "SELECT {COLUMNS} FROM task WHERE project = {project} AND status IN {VIEW_OPEN}{exclude} \
+         ORDER BY (due IS NULL), due, num LIMIT {limit}"
+    )
+}
+
 /// A string as an SQL literal: single quotes doubled (both backends read standard strings).
 fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))

@@ -62,6 +62,7 @@ macro_rules! store_contract_tests {
             s13_only_a_person_edits_and_running_is_a_claims,
             s2_s13_approval_is_a_persons_of_a_ready_task_and_spent_by_the_claim,
             i5_a_claim_scope_selects_in_the_query_what_the_rule_admits,
+            i3_counts_and_view_heads_follow_every_write,
             s9_run_counts_and_stats,
             batched_claims_and_finishes_commit_together,
             batched_claims_decide_each_request_alone,
@@ -998,6 +999,82 @@ pub async fn i5_a_claim_scope_selects_in_the_query_what_the_rule_admits<B: Backe
     }
 }
 
+/// The status counts and each project's view head as the rows say, after `what`.
+async fn check_counts_and_heads<S: Store>(store: &S, what: &str) {
+    use daicho_core::view::is_open_work;
+    let rows = all(store).await;
+    let mut want: std::collections::BTreeMap<(String, u8), u64> = std::collections::BTreeMap::new();
+    for t in &rows {
+        *want.entry((t.project.clone(), t.status as u8)).or_default() += 1;
+    }
+    let got: std::collections::BTreeMap<(String, u8), u64> = store
+        .status_counts()
+        .await
+        .expect("counts")
+        .into_iter()
+        .map(|c| ((c.project, c.status as u8), c.count))
+        .collect();
+    assert_eq!(got, want, "{what}: the status counts drifted from the rows");
+    for project in ["A", "B'"] {
+        let mut open: Vec<&Task> = rows
+            .iter()
+            .filter(|t| t.project == project && is_open_work(t.status) && t.source != "dash")
+            .collect();
+        open.sort_by_key(|t| (t.due.is_none(), t.due, t.id));
+        let want: Vec<TaskId> = open.iter().take(3).map(|t| t.id).collect();
+        let got: Vec<TaskId> = store
+            .view_head(project.to_owned(), vec!["dash".to_owned()], 3)
+            .await
+            .expect("view head")
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(got, want, "{what}: the view head of {project}");
+    }
+}
+
+/// I3, V1–V3: the project × status counts and each project's first open rows in the view's order
+/// (undated last, dashboard sources left out) follow every kind of write: insert, a person's
+/// edits, a project change, a claim and its end, a lost run, a purge and a restore.
+pub async fn i3_counts_and_view_heads_follow_every_write<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let mut items = Vec::new();
+    for n in 0..12 {
+        let mut it = item(&format!("row {n}"));
+        it.project = if n % 3 == 0 { "B'".into() } else { "A".into() };
+        it.due = (n % 4 != 0).then(|| jiff::civil::date(2026, 12, 1 + (n * 7 % 28) as i8));
+        if n % 5 == 0 {
+            it.source = "dash".into();
+        }
+        items.push(it);
+    }
+    let ids = store.upsert(batch(items)).await.expect("upsert").added;
+    check_counts_and_heads(&store, "insert").await;
+    for (i, status) in
+        [Status::Done, Status::Review, Status::Dropped, Status::NeedsHuman].into_iter().enumerate()
+    {
+        set_status(&store, ids[i + 1], status).await;
+    }
+    check_counts_and_heads(&store, "edits").await;
+    let moved = TaskEdit { project: Some("B'".into()), ..TaskEdit::default() };
+    store.edit(ids[5], moved, Actor::Human("ana".into()), t0()).await.expect("move");
+    check_counts_and_heads(&store, "a project change").await;
+    let running = claimed(&store, claim_request(ids[7], "w", t0())).await;
+    check_counts_and_heads(&store, "a claim").await;
+    store.finish(finish(&running, "w", success(Status::Review))).await.expect("finish");
+    let lost = claimed(&store, claim_request(ids[8], "w", t0())).await;
+    store
+        .expire_leases(t0() + SignedDuration::from_hours(1), FailurePolicy::default())
+        .await
+        .expect("expire");
+    assert_eq!(store.get(lost.id).await.expect("get").expect("row").status, Status::Pending);
+    check_counts_and_heads(&store, "a run's end and a lost run").await;
+    store.purge_source("dash", true, Actor::Human("ana".into()), t0()).await.expect("purge");
+    check_counts_and_heads(&store, "a purge").await;
+    store.restore_source("dash", Actor::Human("ana".into()), t0()).await.expect("restore");
+    check_counts_and_heads(&store, "a restore").await;
+}
+
 /// S9: runs are counted per action for the daily caps; stats add up outcomes and tokens.
 pub async fn s9_run_counts_and_stats<B: Backend>(backend: &B) {
     let store = backend.open().await;
@@ -1307,6 +1384,8 @@ pub async fn a_random_walk_keeps_ready_exact_and_the_graph_acyclic<B: Backend>(b
             "step {step} ({what}): ready_head is not the head of ready"
         );
         assert!(rows.iter().all(|t| t.failures <= 3), "step {step}: failures over the cap");
+        let counted: u64 = store.status_counts().await.expect("counts").iter().map(|c| c.count).sum();
+        assert_eq!(counted, rows.len() as u64, "step {step} ({what}): the status counts drifted");
     }
 }
 

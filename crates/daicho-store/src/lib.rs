@@ -416,12 +416,13 @@ pub struct ActionStats {
     pub tokens_out: u64,
 }
 
-/// Open rows read per page by [`cross_view`].
+/// Rows of a dashboard source read per page by [`cross_view`].
 const VIEW_PAGE: usize = 5_000;
 
-/// The cross-project view (V1–V4) of the whole ledger, read in pages of open rows by id so that
-/// memory is bounded by a page and the caps, not by the ledger's size. Pages are separate reads:
-/// a row changed meanwhile shows as one page saw it.
+/// The cross-project view (V1–V4) of the whole ledger without walking it: the open rows per
+/// project from the status counts, each project's first rows from [`Store::view_head`] (an
+/// index range), and the dashboard sources' open rows counted per project (read in pages of
+/// their key range). The reads are separate: a row changed meanwhile shows as one read saw it.
 ///
 /// # Errors
 ///
@@ -430,23 +431,47 @@ pub async fn cross_view<S: Store>(
     store: &S,
     options: daicho_core::view::ViewOptions,
 ) -> Result<daicho_core::view::CrossView> {
-    let statuses: Vec<Status> =
-        Status::ALL.into_iter().filter(|s| daicho_core::view::is_open_work(*s)).collect();
-    let mut builder = daicho_core::view::ViewBuilder::new(options);
-    // From before the first id: every page is a keyset page (a primary-key range).
-    let mut after = Some(TaskId::new(0));
-    loop {
-        let filter =
-            ListFilter { statuses: statuses.clone(), after, limit: Some(VIEW_PAGE), ..ListFilter::default() };
-        let page = store.list(filter).await?;
-        for task in &page {
-            builder.add(task);
-        }
-        match page.last() {
-            Some(last) if page.len() == VIEW_PAGE => after = Some(last.id),
-            _ => return Ok(builder.finish()),
+    use daicho_core::view::{DashboardLine, ProjectHead, is_open_work};
+    use std::collections::BTreeMap;
+    let mut open: BTreeMap<String, usize> = BTreeMap::new();
+    for count in store.status_counts().await?.into_iter().filter(|c| is_open_work(c.status)) {
+        *open.entry(count.project).or_default() += count.count as usize;
+    }
+    let statuses: Vec<Status> = Status::ALL.into_iter().filter(|s| is_open_work(*s)).collect();
+    let mut dashboards: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for source in &options.dashboard_sources {
+        let mut after = Some(TaskId::new(0));
+        while let Some(from) = after {
+            let filter = ListFilter {
+                source: Some(source.clone()),
+                statuses: statuses.clone(),
+                after: Some(from),
+                limit: Some(VIEW_PAGE),
+                ..ListFilter::default()
+            };
+            let page = store.list(filter).await?;
+            for task in &page {
+                *dashboards.entry((task.project.clone(), source.clone())).or_default() += 1;
+            }
+            after = page.last().map(|t| t.id).filter(|_| page.len() == VIEW_PAGE);
         }
     }
+    for ((project, _), n) in &dashboards {
+        if let Some(count) = open.get_mut(project) {
+            *count = count.saturating_sub(*n);
+        }
+    }
+    let exclude: Vec<String> = options.dashboard_sources.iter().cloned().collect();
+    let mut heads = Vec::new();
+    for (project, count) in open.into_iter().filter(|(_, n)| *n > 0) {
+        let rows = store.view_head(project.clone(), exclude.clone(), options.per_project).await?;
+        heads.push(ProjectHead { project, open: count, rows });
+    }
+    let dashboards = dashboards
+        .into_iter()
+        .map(|((project, source), open)| DashboardLine { project, source, open })
+        .collect();
+    Ok(daicho_core::view::from_heads(&heads, dashboards, &options))
 }
 
 /// Status counts from a backend's `(project, status, count)` rows, by project then status (in the
@@ -516,6 +541,16 @@ pub trait Store: Send + Sync {
     /// whose `not_before` has passed, by priority (larger first) then id; at most `limit` rows
     /// plus the total count. An index range scan, not a walk of the graph.
     fn ready(&self, now: Timestamp, limit: usize) -> impl Future<Output = Result<ReadySet>> + Send;
+
+    /// The first `limit` open rows (pending, running, review, needs_human) of `project` in the
+    /// cross view's order — due date, undated last, then id — leaving out rows of the `exclude`d
+    /// (dashboard) sources (V1–V3). An index range, not a scan of the project.
+    fn view_head(
+        &self,
+        project: String,
+        exclude: Vec<String>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Task>>> + Send;
 
     /// The first `limit` rows of the ready set, as [`Store::ready`] orders them, without counting
     /// the rest (a worker looking for its next claims needs no total). With a `scope`, only the
@@ -711,6 +746,8 @@ macro_rules! delegate_store {
             list(filter: $crate::ListFilter) -> $crate::Result<Vec<$crate::__deps::daicho_core::Task>>;
             status_counts() -> $crate::Result<Vec<$crate::StatusCount>>;
             ready(now: $crate::__deps::jiff::Timestamp, limit: usize) -> $crate::Result<$crate::ReadySet>;
+            view_head(project: String, exclude: Vec<String>, limit: usize)
+                -> $crate::Result<Vec<$crate::__deps::daicho_core::Task>>;
             ready_head(
                 now: $crate::__deps::jiff::Timestamp,
                 scope: Option<$crate::__deps::daicho_core::policy::ClaimScope>,
