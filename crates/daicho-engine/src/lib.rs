@@ -686,7 +686,10 @@ impl<S: Store + 'static> Engine<S> {
             Err(hold) => return held(&task, hold),
         };
         match self.claim_and_run(request).await? {
-            Some(run) => Ok(RunOne::Ran(run)),
+            Some(run) => {
+                self.write_back_sources().await;
+                Ok(RunOne::Ran(run))
+            }
             None => {
                 let status = self.store.get(id).await?.map_or(task.status, |t| t.status);
                 held(&task, Hold::NotReady(status))

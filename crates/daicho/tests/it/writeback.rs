@@ -110,6 +110,20 @@ fn x6_a_round_of_1000_tasks_rewrites_the_file_once() {
     assert_eq!(done.lines().count(), 1000);
 }
 
+/// X6: `daicho run` of one task writes its line back too.
+#[test]
+fn x6_a_run_of_one_task_writes_its_line_back() {
+    let ledger = Ledger::new();
+    ledger.file("daicho.toml", CONFIG);
+    ledger.file("tasks.md", "- [ ] [T-7] one | 担当:qiita-writer\n- [ ] [T-8] two | 担当:qiita-writer\n");
+    ledger.run(&["sync"]).ok();
+    ledger.run(&["run", "T-8"]).ok();
+    let tasks = std::fs::read_to_string(ledger.dir.path().join("tasks.md")).expect("tasks.md");
+    assert_eq!(tasks, "- [ ] [T-7] one | 担当:qiita-writer\n");
+    let done = std::fs::read_to_string(ledger.dir.path().join("tasks-done.md")).expect("done");
+    assert_eq!(done, "- [x] [T-8] two | 担当:qiita-writer\n");
+}
+
 /// X6: write_back is refused where it cannot work, naming the source.
 #[test]
 fn x6_write_back_needs_a_markdown_source_with_a_done_file() {
