@@ -131,6 +131,11 @@ fn daicho_bin() -> PathBuf {
 fn run(bin: &Path, db: &Path, args: &[&str], stdin: Option<&Path>) -> Duration {
     let mut command = Command::new(bin);
     command.arg("--db").arg(db).args(args).stdout(Stdio::null()).stderr(Stdio::inherit());
+    // In the ledger's own directory: `init` writes its example daicho.toml there, never into
+    // the directory the bench was started from.
+    if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
+        command.current_dir(dir);
+    }
     if let Some(file) = stdin {
         command.stdin(std::fs::File::open(file).expect("the input file"));
     }

@@ -477,26 +477,12 @@ fn s14_a_worker_waiting_for_its_database_stops_at_sigterm() {
 fn i5_add_and_set_sync_their_commit_and_do_not_checkpoint_on_close() {
     let ledger = Ledger::new();
     ledger.run(&["add", "first"]).ok();
-    let trace = ledger.dir.path().join("trace.txt");
     for args in [&["add", "second", "--deps", "T-0001"][..], &["set", "T-0001", "--status", "done"]] {
-        // The same environment as every other test's run, under strace.
-        let daicho = ledger.command(args);
-        let env = daicho.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())));
-        let output = std::process::Command::new("strace")
-            .args(["-f", "-e", "trace=fsync,fdatasync", "-o"])
-            .arg(&trace)
-            .arg(env!("CARGO_BIN_EXE_daicho"))
-            .args(args)
-            .current_dir(ledger.dir.path())
-            .envs(env.collect::<Vec<_>>())
-            .env_remove("DAICHO_DB")
-            .output()
-            .expect("strace runs (Debian package strace)");
+        let (output, calls) = ledger.traced("fsync,fdatasync", args);
         assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-        let calls = std::fs::read_to_string(&trace).unwrap();
-        let syncs: Vec<&str> =
-            calls.lines().filter(|l| l.contains("fsync(") || l.contains("fdatasync(")).collect();
-        assert!(syncs.len() <= 2, "{args:?}: {} syncs:\n{calls}", syncs.len());
+        let syncs: Vec<&String> =
+            calls.iter().filter(|l| l.contains("fsync(") || l.contains("fdatasync(")).collect();
+        assert!(syncs.len() <= 2, "{args:?}: {} syncs:\n{calls:#?}", syncs.len());
         assert!(
             ledger.dir.path().join(".daicho/ledger.db-wal").exists(),
             "{args:?}: the WAL was checkpointed away"
@@ -510,26 +496,11 @@ fn i5_add_and_set_sync_their_commit_and_do_not_checkpoint_on_close() {
 fn i5_ready_without_caps_reads_no_time_zone() {
     let ledger = Ledger::new();
     ledger.run(&["add", "a task", "--tag", "ai"]).ok();
-    let trace = ledger.dir.path().join("trace.txt");
     let zone_reads = |config: &str| {
         ledger.file("daicho.toml", config);
-        let env: Vec<_> = ledger
-            .command(&["ready"])
-            .get_envs()
-            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
-            .collect();
-        let output = std::process::Command::new("strace")
-            .args(["-f", "-e", "trace=openat", "-o"])
-            .arg(&trace)
-            .arg(env!("CARGO_BIN_EXE_daicho"))
-            .arg("ready")
-            .current_dir(ledger.dir.path())
-            .envs(env)
-            .env_remove("DAICHO_DB")
-            .output()
-            .expect("strace runs (Debian package strace)");
+        let (output, calls) = ledger.traced("openat", &["ready"]);
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        std::fs::read_to_string(&trace).unwrap().lines().filter(|l| l.contains("zoneinfo")).count()
+        calls.iter().filter(|l| l.contains("zoneinfo")).count()
     };
     assert_eq!(zone_reads(""), 0, "no cap: no time zone");
     if std::path::Path::new("/usr/share/zoneinfo").is_dir() {

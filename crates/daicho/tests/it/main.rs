@@ -107,6 +107,28 @@ impl Ledger {
         Run::from(self.command(args).output().expect("daicho runs"))
     }
 
+    /// Runs `daicho ARGS` as [`Ledger::command`] would, under `strace -f -e trace=SYSCALLS`
+    /// (Debian package strace); returns what it printed and the lines of the trace.
+    pub fn traced(&self, syscalls: &str, args: &[&str]) -> (Output, Vec<String>) {
+        let trace = self.dir.path().join("trace.txt");
+        let daicho = self.command(args);
+        let env: Vec<_> =
+            daicho.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))).collect();
+        let output = Command::new("strace")
+            .args(["-f", "-e", &format!("trace={syscalls}"), "-o"])
+            .arg(&trace)
+            .arg(daicho.get_program())
+            .args(daicho.get_args())
+            .current_dir(self.dir.path())
+            .envs(env)
+            .env_remove("DAICHO_DB")
+            .stdin(Stdio::null())
+            .output()
+            .expect("strace runs (Debian package strace)");
+        let lines = std::fs::read_to_string(&trace).unwrap_or_default().lines().map(str::to_owned).collect();
+        (output, lines)
+    }
+
     /// Runs `daicho ARGS` with `input` on stdin.
     pub fn run_with_input(&self, args: &[&str], input: &[u8]) -> Run {
         use std::io::Write as _;

@@ -86,25 +86,13 @@ fn x6_a_round_of_1000_tasks_rewrites_the_file_once() {
     let lines: String = (0..1000).map(|n| format!("- [ ] task {n} | 担当:qiita-writer | 🤖\n")).collect();
     ledger.file("tasks.md", format!("# many\n{lines}"));
     ledger.run(&["sync"]).ok();
-    let trace = ledger.dir.path().join("trace.txt");
-    let sweep = ledger.command(&["sweep", "--role", "auto", "--max", "1000", "--json"]);
-    let env: Vec<_> = sweep.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))).collect();
-    let output = std::process::Command::new("strace")
-        .args(["-f", "-e", "trace=rename,renameat,renameat2", "-o"])
-        .arg(&trace)
-        .arg(env!("CARGO_BIN_EXE_daicho"))
-        .args(["sweep", "--role", "auto", "--max", "1000", "--json"])
-        .current_dir(ledger.dir.path())
-        .envs(env)
-        .env_remove("DAICHO_DB")
-        .output()
-        .expect("strace runs (Debian package strace)");
+    let (output, calls) =
+        ledger.traced("rename,renameat,renameat2", &["sweep", "--role", "auto", "--max", "1000", "--json"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let swept: Value = serde_json::from_slice(&output.stdout).expect("sweep JSON");
     assert_eq!(swept["ran"].as_array().map(Vec::len), Some(1000));
-    let calls = std::fs::read_to_string(&trace).expect("trace");
-    let onto_tasks = calls.lines().filter(|l| l.contains("rename") && l.contains("tasks.md\"")).count();
-    assert_eq!(onto_tasks, 1, "{calls}");
+    let onto_tasks = calls.iter().filter(|l| l.contains("rename") && l.contains("tasks.md\"")).count();
+    assert_eq!(onto_tasks, 1, "{calls:#?}");
     assert_eq!(std::fs::read_to_string(ledger.dir.path().join("tasks.md")).expect("tasks.md"), "# many\n");
     let done = std::fs::read_to_string(ledger.dir.path().join("tasks-done.md")).expect("done");
     assert_eq!(done.lines().count(), 1000);
