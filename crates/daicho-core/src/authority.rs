@@ -79,6 +79,17 @@ impl PersonField {
         }
     }
 
+    /// Whether `item` carries the value `row` already holds in this field.
+    pub fn agrees(self, item: &Item, row: &crate::Task) -> bool {
+        match self {
+            PersonField::Run => item.run == row.run,
+            PersonField::Correction => item.correction == row.correction,
+            PersonField::Result => item.result == row.result,
+            PersonField::RunAt => item.run_at == row.run_at,
+            PersonField::Failures => item.failures == row.failures,
+        }
+    }
+
     /// The person-only fields an item sets (non-empty, non-zero, true), in column order.
     pub fn set_in(item: &Item) -> Vec<PersonField> {
         let mut fields = Vec::new();

@@ -389,10 +389,13 @@ pub fn merge_plan_with_keys(
     let mut first_by_key: HashMap<&str, usize> = HashMap::with_capacity(incoming.len());
     let mut first_by_row: HashMap<u64, usize> = HashMap::new();
     let mut fates: Vec<Fate> = Vec::with_capacity(incoming.len());
+    // The ledger row each item matched, if any.
+    let mut matched: Vec<Option<&Task>> = Vec::with_capacity(incoming.len());
     let mut planned: HashSet<u64> = HashSet::new();
     for (index, (item, key)) in incoming.iter().zip(keys).enumerate() {
         let Some(key) = key.as_deref() else {
             fates.push(Fate::Skip(SkipReason::Blank, None));
+            matched.push(None);
             continue;
         };
         let requested_id = item.ref_id.as_deref().and_then(TaskId::parse);
@@ -409,6 +412,7 @@ pub fn merge_plan_with_keys(
             }
             (by_key, named) => by_key.or(named),
         };
+        matched.push(row);
         let first = first_by_key.get(key).or_else(|| row.and_then(|r| first_by_row.get(&r.id.num())));
         if let Some(&first_index) = first {
             // M7: the first item with a key (or for a row) wins.
@@ -467,7 +471,12 @@ pub fn merge_plan_with_keys(
         }
     }
 
-    let mut plan = Plan { next_id, ignored: screen.ignored, ..Plan::default() };
+    // A pulled item that repeats what its row already holds (a file daicho wrote back into)
+    // overwrites nothing: only fields that differ are reported as ignored.
+    let mut ignored = screen.ignored;
+    ignored
+        .retain(|note| !matched[note.index].is_some_and(|row| note.field.agrees(&incoming[note.index], row)));
+    let mut plan = Plan { next_id, ignored, ..Plan::default() };
     for (index, (item, fate)) in incoming.iter().zip(fates).enumerate() {
         match fate {
             Fate::Skip(reason, id) => {
@@ -989,6 +998,23 @@ mod tests {
             "a person's import"
         );
         assert_eq!(task.approved_by, "", "no file approves");
+    }
+
+    #[test]
+    fn s13_x6_a_pulled_field_equal_to_the_rows_is_not_reported() {
+        let mut row = row(1, "a", Status::Review);
+        row.result = "https://example.test/pr/1".into();
+        let mut item = Item::new("a", "src");
+        item.result = row.result.clone();
+        let keys = incoming_keys(std::slice::from_ref(&item));
+        let rows = [row];
+        let same =
+            merge_plan_with_keys(&rows, std::slice::from_ref(&item), &keys, Authority::Puller, now(), 2);
+        assert!(same.ignored.is_empty(), "what the row holds: {:?}", same.ignored);
+        item.result = "something else".into();
+        let other = merge_plan_with_keys(&rows, &[item], &keys, Authority::Puller, now(), 2);
+        assert_eq!(other.ignored.len(), 1, "a different value is still reported");
+        assert!(other.patch.iter().all(|p| p.fields.title.is_none()), "and never written");
     }
 
     #[test]

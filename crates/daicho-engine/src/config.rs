@@ -167,6 +167,8 @@ pub struct SourceConfig {
     pub mapping: Option<Mapping>,
     /// X6: a Markdown source with a done file gets the ledger written back into its lines.
     pub write_back: bool,
+    /// X6: with `write_back`, a row's result that is a link is written as the line's 実行結果.
+    pub result_link: bool,
     /// Its line in the configuration file.
     pub line: Option<usize>,
 }
@@ -302,6 +304,9 @@ struct RawSource {
     /// X6: write the ledger back into the Markdown file (needs done_path).
     #[serde(default)]
     write_back: bool,
+    /// X6: write a result that is a link into the line (with write_back).
+    #[serde(default)]
+    result_link: bool,
     #[serde(default)]
     command: Vec<String>,
     timeout: Option<String>,
@@ -387,6 +392,9 @@ impl RawSource {
                 r.name
             ));
         }
+        if r.result_link && !r.write_back {
+            return Err(format!("source '{}': result_link needs write_back = true", r.name));
+        }
         let mapping = r.mapping()?;
         if (r.sheet.is_some() || r.header_row.is_some()) && !matches!(kind, SourceKind::Sheet { .. }) {
             return Err(format!("source '{}': sheet and header_row are for spreadsheet sources", r.name));
@@ -407,6 +415,7 @@ impl RawSource {
             dashboard: r.dashboard,
             mapping,
             write_back: r.write_back,
+            result_link: r.result_link,
             line,
         })
     }

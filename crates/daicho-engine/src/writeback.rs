@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use daicho_core::Status;
+use daicho_core::format::markdown::RowState;
 use daicho_core::format::{Format, ItemDefaults};
 use daicho_store::{ListFilter, Store};
 use serde::Serialize;
@@ -75,10 +75,17 @@ pub async fn pull_and_write_back<S: Store>(
             return Ok((pulled, None));
         };
         let filter = ListFilter { source: Some(source.name.clone()), ..ListFilter::default() };
-        let rows: HashMap<String, Status> =
-            store.list(filter).await?.into_iter().map(|t| (t.key, t.status)).collect();
+        let rows: HashMap<String, RowState> = store
+            .list(filter)
+            .await?
+            .into_iter()
+            .map(|t| {
+                let link = (source.result_link && is_link(&t.result)).then(|| t.result.trim().to_owned());
+                (t.key, RowState { status: t.status, link })
+            })
+            .collect();
         let defaults = ItemDefaults { source: source.name.clone(), project: source.project.clone() };
-        let back = daicho_core::format::markdown::write_back(text, &defaults, &|key| rows.get(key).copied());
+        let back = daicho_core::format::markdown::write_back(text, &defaults, &|key| rows.get(key).cloned());
         (report.rewritten, report.moved) = (back.rewritten, back.done.len());
         if back.is_noop() {
             return Ok((pulled, Some(report)));
@@ -106,6 +113,13 @@ pub async fn pull_and_write_back<S: Store>(
         return Ok((pulled, Some(report)));
     }
     unreachable!("the second attempt always returns")
+}
+
+/// Whether a result is one link (`https://…` or `http://…`, no blanks): what `result_link`
+/// writes into the line.
+fn is_link(result: &str) -> bool {
+    let result = result.trim();
+    (result.starts_with("https://") || result.starts_with("http://")) && !result.contains(char::is_whitespace)
 }
 
 /// The file's bytes, `None` when it does not exist.

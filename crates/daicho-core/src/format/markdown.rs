@@ -310,15 +310,26 @@ impl WriteBack {
     }
 }
 
-/// Writes the ledger's state back into a Markdown file's task lines (X6): `status_of` gives the
-/// status of the row a line's dedupe key names (`None`: no row, the line is left alone). A line
+/// What a line is written back from: its row's status, and a link to the row's result when the
+/// source asks for one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowState {
+    /// The row's status.
+    pub status: Status,
+    /// Written as the line's `実行結果` (the row's result, when it is a link).
+    pub link: Option<String>,
+}
+
+/// Writes the ledger's state back into a Markdown file's task lines (X6): `row_of` gives the
+/// state of the row a line's dedupe key names (`None`: no row, the line is left alone). A line
 /// whose row is `done` is checked and moved out (for the done file); another line gets the row's
-/// status as its `状態` segment (removed again when the row is back to `pending`). A line a person
-/// checked is never unchecked. Every other byte of the file stays as it was.
+/// status as its `状態` segment (removed again when the row is back to `pending`); a link, when
+/// given, is written as `実行結果` (never removed). A line a person checked is never unchecked.
+/// Every other byte of the file stays as it was.
 pub fn write_back(
     text: &str,
     defaults: &ItemDefaults,
-    status_of: &dyn Fn(&str) -> Option<Status>,
+    row_of: &dyn Fn(&str) -> Option<RowState>,
 ) -> WriteBack {
     let (bom, body) = match text.strip_prefix('\u{feff}') {
         Some(rest) => ("\u{feff}", rest),
@@ -329,20 +340,27 @@ pub fn write_back(
     for (index, raw) in body.split_inclusive('\n').enumerate() {
         let line = raw.strip_suffix('\n').map_or(raw, |l| l.strip_suffix('\r').unwrap_or(l));
         let eol = &raw[line.len()..];
-        let status = match parse_line(line, index + 1) {
+        let state = match parse_line(line, index + 1) {
             Ok(Some(item)) => {
                 let source = if item.source.trim().is_empty() { &defaults.source } else { &item.source };
-                status_of(&crate::key::dedupe_key(source, &item.title))
+                row_of(&crate::key::dedupe_key(source, &item.title))
             }
             _ => None,
         };
+        let Some(RowState { status, link }) = state else {
+            out.text.push_str(raw);
+            continue;
+        };
+        let linked = |line: &str| match &link {
+            Some(link) => with_result(line, link),
+            None => line.to_owned(),
+        };
         match status {
-            None => out.text.push_str(raw),
-            Some(Status::Done) => out.done.push(with_status(&checked(line), None)),
-            Some(status) => {
+            Status::Done => out.done.push(linked(&with_status(&checked(line), None))),
+            status => {
                 let person_checked = checked(line) == line;
                 let want = (status != Status::Pending && !person_checked).then_some(status);
-                let new = if person_checked { line.to_owned() } else { with_status(line, want) };
+                let new = linked(&if person_checked { line.to_owned() } else { with_status(line, want) });
                 out.rewritten += usize::from(new != line);
                 out.text.push_str(&new);
                 out.text.push_str(eol);
@@ -350,6 +368,22 @@ pub fn write_back(
         }
     }
     out
+}
+
+/// The line with its `実行結果` (or `result`) segment saying `link`, added when missing.
+fn with_result(line: &str, link: &str) -> String {
+    let at = |part: &str| part.as_ptr() as usize - line.as_ptr() as usize;
+    let escaped = escape(link);
+    let segments = split_segments(line);
+    let existing = segments.iter().skip(1).find_map(|segment| {
+        let (key, value) = split_key(segment.trim())?;
+        (field_of(key) == Some(Field::Result)).then_some(value.trim())
+    });
+    match existing {
+        Some(value) if unescape(value) == link => line.to_owned(),
+        Some(value) => format!("{}{escaped}{}", &line[..at(value)], &line[at(value) + value.len()..]),
+        None => format!("{} | 実行結果:{escaped}", line.trim_end()),
+    }
 }
 
 /// The line with its checkbox ticked.
@@ -467,10 +501,31 @@ mod tests {
         ItemDefaults { source: "tasks".into(), project: String::new() }
     }
 
-    fn statuses(pairs: &[(&str, Status)]) -> impl Fn(&str) -> Option<Status> {
+    fn statuses(pairs: &[(&str, Status)]) -> impl Fn(&str) -> Option<RowState> {
         let map: std::collections::HashMap<String, Status> =
             pairs.iter().map(|(title, status)| (crate::key::dedupe_key("tasks", title), *status)).collect();
-        move |key| map.get(key).copied()
+        move |key| map.get(key).map(|status| RowState { status: *status, link: None })
+    }
+
+    #[test]
+    fn x6_a_link_to_the_result_is_written_and_read_back() {
+        let link = "https://example.test/pr/7";
+        let row_of = |status: Status| {
+            move |_: &str| Some(RowState { status, link: Some("https://example.test/pr/7".to_owned()) })
+        };
+        let back = write_back("- [ ] a | PJ:x\n", &defaults(), &row_of(Status::Review));
+        assert_eq!(
+            back.text,
+            "- [ ] a | PJ:x | 状態:AI実行済(要確認) | 実行結果:https://example.test/pr/7\n"
+        );
+        let again = write_back(&back.text, &defaults(), &row_of(Status::Review));
+        assert!(again.is_noop(), "{again:?}");
+        let items = parse(&back.text, "t.md", &defaults()).unwrap();
+        assert_eq!(items[0].result, link);
+        let replaced = write_back("- [ ] a | result: old | PJ:x\n", &defaults(), &row_of(Status::Pending));
+        assert_eq!(replaced.text, "- [ ] a | result: https://example.test/pr/7 | PJ:x\n");
+        let done = write_back("- [ ] a\n", &defaults(), &row_of(Status::Done));
+        assert_eq!(done.done, ["- [x] a | 実行結果:https://example.test/pr/7"]);
     }
 
     #[test]

@@ -112,6 +112,36 @@ fn x6_a_run_of_one_task_writes_its_line_back() {
     assert_eq!(done, "- [x] [T-8] two | 担当:qiita-writer\n");
 }
 
+/// X6: with `result_link`, a result that is a link is written into the line as 実行結果; the
+/// next pull carries it back and, since it is what the row holds, reports nothing ignored (S13).
+#[test]
+fn x6_a_result_link_is_written_into_the_line_and_pulled_back_quietly() {
+    let ledger = Ledger::new();
+    ledger.file(
+        "daicho.toml",
+        "[[source]]\nname = \"tasks\"\nkind = \"markdown\"\npath = \"tasks.md\"\ndone_path = \"tasks-done.md\"\n\
+         write_back = true\nresult_link = true\n\n[[action]]\nname = \"pr\"\nkind = \"command\"\n\
+         command = [\"echo\", \"https://example.test/pr/42\"]\n",
+    );
+    ledger.file("tasks.md", "- [ ] open a PR | AI機能:pr\n");
+    ledger.run(&["sync"]).ok();
+    ledger.run(&["run", "T-0001"]).ok();
+    let tasks = std::fs::read_to_string(ledger.dir.path().join("tasks.md")).expect("tasks.md");
+    assert_eq!(
+        tasks,
+        "- [ ] open a PR | AI機能:pr | 状態:AI実行済(要確認) | 実行結果:https://example.test/pr/42\n"
+    );
+    let synced: Value = ledger.run(&["sync", "--json"]).ok().json();
+    assert_eq!(synced["sources"][0]["ignored"], Value::Null, "nothing to report: {synced}");
+    assert_eq!(synced["sources"][0]["write_back"]["written"], false, "{synced}");
+    ledger.file(
+        "daicho.toml",
+        "[[source]]\nname = \"t\"\nkind = \"markdown\"\npath = \"tasks.md\"\nresult_link = true\n",
+    );
+    let run = ledger.run(&["sync"]);
+    assert!(run.stderr.contains("result_link needs write_back = true"), "{}", run.stderr);
+}
+
 /// X6: write_back is refused where it cannot work, naming the source.
 #[test]
 fn x6_write_back_needs_a_markdown_source_with_a_done_file() {
