@@ -631,6 +631,12 @@ impl<S: Store + 'static> Engine<S> {
                 break;
             }
         }
+        if report.truncated > 0 || considered.len() >= SWEEP_SCAN {
+            // Past the window too (S2): every external row waits in the queue for its person.
+            let beyond = self.awaiting_approval(self.now(), None).await?;
+            let new: Vec<TaskId> = beyond.into_iter().filter(|id| !to_queue.contains(id)).collect();
+            to_queue.extend(new);
+        }
         if !to_queue.is_empty() {
             report.queued = self.store.queue_approvals(to_queue, self.now()).await?;
         }

@@ -137,3 +137,19 @@ async fn i3_i4_i5_a_claim_gets_the_one_eligible_row_behind_100000_held_ones() {
     assert_eq!(pending.len(), HELD, "every held row is still pending");
     assert!(totals["queued"].as_u64().is_some_and(|n| n > 0), "external rows met are queued: {totals}");
 }
+
+/// S2, I5: a sweep whose 5,000-row window is full of rows it may not run still puts an external
+/// row past the window in the approval queue, so the person sees it.
+#[test]
+fn s2_i5_a_sweep_queues_an_external_row_past_its_window() {
+    let ledger = Ledger::new();
+    ledger.file("daicho.toml", CONFIG);
+    let held: String =
+        (0..6_000).map(|n| format!("{{\"title\": \"by hand {n}\", \"priority\": 5}}\n")).collect();
+    let file = ledger.file("held.jsonl", held);
+    ledger.run(&["push", "--project", "PJ-01", &file]).ok();
+    let mail = r#"[{"title": "mail the customer", "action": "publish", "tags": "ai"}]"#;
+    ledger.run_with_input(&["push", "--project", "PJ-01"], mail.as_bytes()).ok();
+    let swept: Value = ledger.run(&["sweep", "--role", "auto", "--json"]).ok().json();
+    assert_eq!(swept["queued"], serde_json::json!(["T-6001"]), "queued: {}", swept["queued"]);
+}
