@@ -64,7 +64,9 @@ pub async fn pull_and_write_back<S: Store>(
         return Ok((crate::sync::pull_one(store, config, clock, source).await, None));
     };
     let mut report = WriteBackReport { file: path.display().to_string(), ..WriteBackReport::default() };
-    for attempt in 0..2 {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
         let before = read(&path).await?;
         let pulled = crate::sync::pull_one(store, config, clock, source).await;
         if pulled.error.is_some() {
@@ -95,7 +97,7 @@ pub async fn pull_and_write_back<S: Store>(
         let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
         append_lines(&done_path, &back.done, eol).await?;
         if read(&path).await? != before {
-            if attempt == 0 {
+            if attempt == 1 {
                 continue;
             }
             report.conflict = Some(format!(
@@ -112,7 +114,6 @@ pub async fn pull_and_write_back<S: Store>(
         report.written = true;
         return Ok((pulled, Some(report)));
     }
-    unreachable!("the second attempt always returns")
 }
 
 /// Whether a result is one link (`https://…` or `http://…`, no blanks): what `result_link`

@@ -10,35 +10,11 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
 use crate::Ledger;
-
-const CONFIG: &str = r#"
-[[action]]
-name = "write"
-kind = "command"
-command = ["true"]
-auto = true
-
-[[action]]
-name = "publish"
-kind = "command"
-command = ["true"]
-auto = true
-external = true
-
-[[action]]
-name = "render"
-kind = "command"
-command = ["true"]
-auto = true
-heavy = true
-"#;
+use crate::mcp::CONFIG;
+use crate::serve::free_port;
 
 /// How many ready rows no claim may take.
 const HELD: usize = 100_000;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// One HTTP/1.0 POST of a JSON body; the response's body, or `None` while nothing listens.
 fn http_post(port: u16, path: &str, body: &str) -> Option<String> {

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use crate::Ledger;
 
-const CONFIG: &str = r#"
+/// Three actions: `write` (auto), `publish` (external), `render` (heavy).
+pub const CONFIG: &str = r#"
 [[action]]
 name = "write"
 kind = "command"

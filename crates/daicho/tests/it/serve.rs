@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::Ledger;
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
