@@ -23,6 +23,7 @@ pub mod dag;
 pub mod edit;
 pub mod error;
 pub mod format;
+pub mod graph;
 pub mod id;
 pub mod item;
 pub mod key;

@@ -12,6 +12,7 @@ pub mod config;
 pub mod doctor;
 mod error;
 pub mod executor;
+pub mod graph;
 pub mod input;
 pub mod llm;
 pub mod plan;

@@ -31,6 +31,8 @@ pub(crate) struct Labels {
     pub outcome: &'static str,
     pub error: &'static str,
     pub project: &'static str,
+    pub graph: &'static str,
+    pub legend: &'static str,
 }
 
 pub(crate) const EN: Labels = Labels {
@@ -41,6 +43,8 @@ pub(crate) const EN: Labels = Labels {
     no_open_work: "No open work.",
     no_approvals: "Nothing waits for approval.",
     ledger: "ledger",
+    graph: "dependency graph",
+    legend: "Colours",
     paused: "Paused: nothing runs until resumed.",
     pause: "Pause",
     resume: "Resume",
@@ -72,6 +76,8 @@ pub(crate) const JA: Labels = Labels {
     no_open_work: "未完了の作業はありません。",
     no_approvals: "承認待ちはありません。",
     ledger: "台帳",
+    graph: "依存グラフ",
+    legend: "色の意味",
     paused: "一時停止中: 再開するまで何も実行しません。",
     pause: "一時停止",
     resume: "再開",

@@ -147,9 +147,10 @@ async fn render<S: Store + 'static>(state: &AppState<S>) -> Result<String, daich
     for (role, f) in &inner.sweeps {
         let _ = writeln!(out, "daicho_sweep_truncated_total{{role=\"{}\"}} {}", label(role), f.truncated);
     }
-    family(&mut out, "daicho_sweep_truncated", "gauge", "Work left over by the role's last run.");
+    // Not `daicho_sweep_truncated`: a parser takes `_total` samples for that family's.
+    family(&mut out, "daicho_sweep_last_truncated", "gauge", "Work left over by the role's last run.");
     for (role, f) in &inner.sweeps {
-        let _ = writeln!(out, "daicho_sweep_truncated{{role=\"{}\"}} {}", label(role), f.last_truncated);
+        let _ = writeln!(out, "daicho_sweep_last_truncated{{role=\"{}\"}} {}", label(role), f.last_truncated);
     }
     family(
         &mut out,

@@ -4,6 +4,8 @@
 //! - `/` the cross view (V1–V4) and the projects with counts per status;
 //! - `/p/{project}` one project's ledger in the column order of SPEC §1, 200 rows a page; a
 //!   person changes only `status`, `correction` and the ▶ run box;
+//! - `/p/{project}/graph` its dependency graph as SVG (V6), nodes coloured by state, each linking
+//!   to its task; `?source=plan:<goal>` draws one plan;
 //! - `/approvals` the approval queue: approve (ticks ▶ run) or reject (`dropped`, the reason
 //!   kept as the row's correction);
 //! - `/t/{id}` one task with every field, its journal and its runs;
@@ -34,6 +36,7 @@ pub(crate) fn routes<S: Store + 'static>() -> Router<Arc<AppState<S>>> {
     Router::new()
         .route("/", get(index::<S>))
         .route("/p/{project}", get(ledger::<S>))
+        .route("/p/{project}/graph", get(graph_page::<S>))
         .route("/approvals", get(approvals::<S>))
         .route("/t/{id}", get(task_page::<S>))
         .route("/t/{id}/edit", post(edit::<S>))
@@ -436,6 +439,7 @@ struct LedgerPage {
     rows: Vec<RowHtml>,
     back: String,
     next_href: Option<String>,
+    graph_href: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -485,11 +489,78 @@ async fn ledger<S: Store + 'static>(
     html(&LedgerPage {
         columns: Columns::new(ja),
         rows: tasks.iter().map(|t| row_html(t, today, page.l, ja, false)).collect(),
+        graph_href: format!("{}/graph", project_href(&project)),
         project,
         total,
         back,
         next_href,
         page,
+    })
+}
+
+/// `/p/{project}/graph`'s query: one source (a plan's `plan:<goal>`), at most `max` nodes.
+#[derive(Debug, Deserialize)]
+struct GraphQuery {
+    source: Option<String>,
+    max: Option<usize>,
+}
+
+/// A state in the graph's legend.
+#[derive(Debug)]
+struct LegendHtml {
+    fill: &'static str,
+    label: &'static str,
+}
+
+#[derive(Template)]
+#[template(path = "graph.html")]
+struct GraphPage {
+    page: Chrome,
+    project: String,
+    ledger_href: String,
+    source: Option<String>,
+    nodes: usize,
+    omitted: String,
+    legend: Vec<LegendHtml>,
+    /// The drawing, made by `daicho_core::graph` (which escapes every text in it).
+    svg: String,
+}
+
+async fn graph_page<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(project): Path<String>,
+    Query(query): Query<GraphQuery>,
+) -> PageResult {
+    use daicho_engine::graph::{GraphRequest, MAX_NODES, load};
+    let ja = state.options.ja;
+    let lang = if ja { daicho_core::lang::Lang::Ja } else { daicho_core::lang::Lang::En };
+    let page =
+        chrome(&state, format!("{project} {}", for_locale(ja).graph), &state.store().status_counts().await?)
+            .await?;
+    let source = query.source.filter(|s| !s.is_empty());
+    let request = GraphRequest {
+        project: project.clone(),
+        source: source.clone(),
+        max_nodes: query.max.unwrap_or(MAX_NODES).clamp(1, 2_000),
+    };
+    let graph = load(state.store(), &request, jiff::Timestamp::now()).await.map_err(|e| match e {
+        daicho_engine::Error::Invalid(message) => PageError(StatusCode::NOT_FOUND, message),
+        daicho_engine::Error::Store(e) => PageError::from(e),
+        other => PageError(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+    })?;
+    let legend = daicho_core::graph::NodeState::ALL
+        .into_iter()
+        .map(|s| LegendHtml { fill: s.colours().0, label: s.label(lang) })
+        .collect();
+    html(&GraphPage {
+        page,
+        ledger_href: project_href(&project),
+        project,
+        source,
+        nodes: graph.nodes.len(),
+        omitted: graph.omitted_text(lang),
+        legend,
+        svg: graph.svg(&|id| task_href(&id.to_string()), lang),
     })
 }
 

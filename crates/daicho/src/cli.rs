@@ -82,6 +82,8 @@ pub enum Command {
     Restore(cmd::purge::RestoreArgs),
     /// Export the ledger as Markdown, JSON or CSV.
     Export(cmd::export::Args),
+    /// Draw a project's dependency graph as SVG, Graphviz DOT or Mermaid.
+    Graph(cmd::graph::Args),
     /// Run one task now, by the same rules as a sweep (external tasks need approval).
     Run(cmd::run::Args),
     /// Run one heavy task now (heavy actions are never run by a sweep).

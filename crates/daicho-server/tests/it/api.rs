@@ -262,6 +262,63 @@ async fn x2_i3_push_list_ready_view_and_metrics() {
     assert!(text.contains("daicho_paused 0"), "{text}");
     assert!(text.contains("# TYPE daicho_runs_total counter"), "{text}");
     assert!(text.contains("daicho_http_responses_total{class=\"4xx\"}"), "{text}");
+    exposition_problems(&text).expect("a Prometheus parser accepts /metrics");
+}
+
+/// What a Prometheus (OpenMetrics) parser would refuse in an exposition: two families with one
+/// base name (a counter `x_total` is family `x`, so a gauge `x` beside it clashes), a sample name
+/// two families could own, or a sample outside the family declared before it.
+fn exposition_problems(text: &str) -> Result<(), String> {
+    use std::collections::HashMap;
+    let mut bases: HashMap<String, String> = HashMap::new();
+    let mut owners: HashMap<String, String> = HashMap::new();
+    let mut current: Vec<String> = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').ok_or(format!("a TYPE line without a type: {line}"))?;
+            let base = match kind {
+                "counter" => name.strip_suffix("_total").unwrap_or(name),
+                _ => name,
+            };
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total", "_created"],
+                "summary" => &["", "_sum", "_count", "_created"],
+                "histogram" => &["_bucket", "_sum", "_count", "_created"],
+                _ => &[""],
+            };
+            if let Some(other) = bases.insert(base.to_owned(), name.to_owned()) {
+                return Err(format!("{name} and {other} are one family '{base}' to a parser"));
+            }
+            current = suffixes.iter().map(|s| format!("{base}{s}")).collect();
+            for sample in &current {
+                if let Some(other) = owners.insert(sample.clone(), name.to_owned()) {
+                    return Err(format!("the sample name {sample} belongs to both {name} and {other}"));
+                }
+            }
+            if owners.contains_key(base) && !current.contains(&base.to_owned()) {
+                return Err(format!("the family base {base} of {name} is another family's sample"));
+            }
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            if !current.iter().any(|s| s == name) {
+                return Err(format!("the sample {name} is outside its family ({current:?})"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// I3: the check above refuses what a Prometheus parser refuses (so its pass means something).
+#[test]
+fn i3_the_exposition_check_refuses_a_gauge_beside_a_counter_of_its_name() {
+    let clash = "# TYPE daicho_sweep_truncated_total counter\ndaicho_sweep_truncated_total 1\n\
+                 # TYPE daicho_sweep_truncated gauge\ndaicho_sweep_truncated 1\n";
+    assert!(exposition_problems(clash).is_err());
+    let stray = "# TYPE daicho_paused gauge\ndaicho_other 1\n";
+    assert!(exposition_problems(stray).is_err());
+    let fine = "# TYPE daicho_sweep_truncated_total counter\ndaicho_sweep_truncated_total 1\n\
+                # TYPE daicho_sweep_last_truncated gauge\ndaicho_sweep_last_truncated 1\n";
+    assert_eq!(exposition_problems(fine), Ok(()));
 }
 
 #[tokio::test]

@@ -240,6 +240,73 @@ async fn i2_a_person_works_the_ledger_and_the_approval_queue_in_a_real_browser()
     client.close().await.expect("close the browser");
 }
 
+/// V6: seed 002's plan in its crash state (t1, t2 done, t3 running) drawn in the browser: the
+/// ledger links to the graph, the nodes carry the seed's colours, and a node leads to its task.
+#[tokio::test]
+async fn v6_a_person_opens_the_graph_and_follows_a_node_in_a_real_browser() {
+    let Some(driver) = driver().await else { return };
+    let server = TestServer::start(ServerOptions::default()).await;
+    let steps = [
+        ("モジュールの土台作成", Status::Done, vec![]),
+        ("パーサー実装", Status::Done, vec![0]),
+        ("テスト作成", Status::Pending, vec![0]),
+        ("テストスイート実行", Status::Pending, vec![1, 2]),
+        ("リリースノート", Status::Pending, vec![3]),
+    ];
+    let mut ids: Vec<daicho_core::TaskId> = Vec::new();
+    for (title, status, deps) in steps {
+        let mut step = item(title, "PJ-G", "", "");
+        step.status = Some(status);
+        step.deps = deps.iter().map(|&d: &usize| ids[d].to_string()).collect();
+        ids.extend(server.seed(vec![step]).await);
+    }
+    assert_eq!(ids.len(), 5);
+    // t3 is claimed by a worker, as at the seed's crash.
+    let claim = daicho_store::ClaimRequest {
+        id: ids[2],
+        worker: "host:1".into(),
+        action: "work".into(),
+        now: jiff::Timestamp::now(),
+        lease: jiff::SignedDuration::from_mins(5),
+        require_run: false,
+        require_approval: false,
+    };
+    let claimed = server.store.claim(claim).await.expect("claim");
+    assert!(matches!(claimed, daicho_store::ClaimOutcome::Claimed(_)), "{claimed:?}");
+    let client = browser(&driver).await;
+    client.set_window_size(1280, 800).await.expect("window size");
+    client.goto(&server.url("/p/PJ-G")).await.expect("goto ledger");
+    client.find(Locator::Css("#to-graph")).await.expect("graph link").click().await.expect("click");
+    assert!(client.current_url().await.expect("url").path().ends_with("/p/PJ-G/graph"));
+    let fill = |id: daicho_core::TaskId| {
+        let client = client.clone();
+        async move {
+            let script = format!("return document.querySelector('#node-{id} rect').getAttribute('fill')");
+            client.execute(&script, vec![]).await.expect("fill")
+        }
+    };
+    assert_eq!(fill(ids[0]).await, serde_json::json!("#2e7d32"), "t1 done: green");
+    assert_eq!(fill(ids[2]).await, serde_json::json!("#8e24aa"), "t3 running: purple");
+    assert_eq!(fill(ids[3]).await, serde_json::json!("#e0e0e0"), "t4 still waits");
+    let green = client
+        .execute("return document.querySelectorAll('path.edge.met').length", vec![])
+        .await
+        .expect("edges");
+    assert_eq!(green, serde_json::json!(3), "the edges out of t1 and t2 are green");
+    save_screenshot(&client, "graph-1280-en.png").await;
+    client
+        .find(Locator::Css(&format!("#node-{}", ids[3])))
+        .await
+        .expect("node")
+        .click()
+        .await
+        .expect("click");
+    let url = client.current_url().await.expect("url");
+    assert_eq!(url.path(), format!("/t/{}", ids[3]));
+    assert!(text(&client, "body").await.contains("テストスイート実行"));
+    client.close().await.expect("close the browser");
+}
+
 /// A second web server on another loopback port (another origin, the same site by the
 /// browser's rules) serving one page; stopped when dropped.
 struct HostileSite {

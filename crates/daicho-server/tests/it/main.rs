@@ -76,7 +76,10 @@ impl TestServer {
         let config = Config::parse(CONFIG, "test.toml").expect("config");
         let engine = Arc::new(Engine::new(Arc::clone(&store), config, None));
         let options = ServerOptions { bind: "127.0.0.1:0".parse().expect("addr"), ..options };
-        let bound = daicho_server::bind(engine, options, Arc::new(Metrics::default())).await.expect("bind");
+        // One scheduled role run, so that /metrics shows the role families with samples.
+        let metrics = Metrics::default();
+        metrics.record_sweep("auto", 0.25, 2);
+        let bound = daicho_server::bind(engine, options, Arc::new(metrics)).await.expect("bind");
         let base = format!("http://{}", bound.local_addr().expect("addr"));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(bound.serve(async move {

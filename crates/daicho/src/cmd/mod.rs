@@ -5,6 +5,7 @@ pub mod approve;
 pub mod completions;
 pub mod doctor;
 pub mod export;
+pub mod graph;
 pub mod import;
 pub mod init;
 pub mod list;
@@ -217,6 +218,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::PurgeSource(args) => purge::purge(args, &ctx).await,
         Command::Restore(args) => purge::restore(args, &ctx).await,
         Command::Export(args) => export::run(args, &ctx).await,
+        Command::Graph(args) => graph::run(args, &ctx).await,
         Command::Run(args) => run::run(args, &ctx, false).await,
         Command::RunHeavy(args) => run::run(args, &ctx, true).await,
         Command::Sweep(args) => sweep::run(args, &ctx).await,

@@ -148,3 +148,53 @@ fn s13_a_decomposers_plan_cannot_carry_a_persons_fields() {
     assert!(run.stderr.contains("task #2: field 'run' is written only by a person"), "{}", run.stderr);
     assert!(ledger.tasks().is_empty(), "nothing saved");
 }
+
+/// V6: `daicho graph` draws a saved plan's goal as SVG, DOT and Mermaid from the same layout,
+/// with `--json` the laid-out graph; a done task turns its edges green; `--out` picks the format
+/// by extension; an unknown project is an error that names it.
+#[test]
+fn v6_graph_draws_a_plans_goal_as_svg_dot_and_mermaid() {
+    let ledger = Ledger::new();
+    let file = ledger.file("plan.json", PARSER_PLAN);
+    plan(&ledger, &file, &[]).ok();
+    ledger.run(&["add", "not in the plan", "-p", "parser"]).ok();
+    let tasks = ledger.tasks();
+    let id = |title: &str| tasks.iter().find(|t| t.title == title).unwrap().id.clone();
+    ledger.run(&["set", &id("write the grammar"), "--status", "done"]).ok();
+    let goal = ["--project", "parser", "--source", "plan:ship the parser feature"];
+
+    let graph: Value = ledger.run(&[&["graph", "--json"][..], &goal[..]].concat()).ok().json();
+    let nodes = graph["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 5, "only the plan's rows: {graph}");
+    let state = |title: &str| {
+        let n = nodes.iter().find(|n| n["title"] == title).unwrap();
+        (n["state"].as_str().unwrap().to_owned(), n["layer"].as_u64().unwrap())
+    };
+    assert_eq!(state("write the grammar"), ("done".into(), 0));
+    assert_eq!(state("write the parser"), ("ready".into(), 1));
+    assert_eq!(state("collect test inputs"), ("ready".into(), 0));
+    assert_eq!(state("test the parser"), ("pending".into(), 2));
+    assert_eq!(state("release notes"), ("pending".into(), 3));
+    assert_eq!(graph["edges"].as_array().unwrap().len(), 4);
+
+    let svg = ledger.run(&[&["graph"][..], &goal[..]].concat()).ok().stdout;
+    assert!(svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"), "{svg}");
+    assert_eq!(svg.matches("<a href=").count(), 5);
+    assert_eq!(svg.matches("class=\"edge met\"").count(), 1, "the edge out of the done task");
+    let dot = ledger.run(&[&["graph", "--format", "dot"][..], &goal[..]].concat()).ok().stdout;
+    let grammar = id("write the grammar");
+    assert!(
+        dot.contains(&format!("\"{grammar}\" -> \"{}\" [color=\"#2e7d32\"]", id("write the parser"))),
+        "{dot}"
+    );
+    let mermaid = ledger.run(&[&["graph", "--format", "mermaid"][..], &goal[..]].concat()).ok().stdout;
+    assert!(mermaid.starts_with("flowchart LR\n") && mermaid.contains("classDef done"), "{mermaid}");
+
+    ledger.run(&[&["graph", "--out", "plan.mmd"][..], &goal[..]].concat()).ok();
+    assert_eq!(std::fs::read_to_string(ledger.dir.path().join("plan.mmd")).unwrap(), mermaid);
+    let all: Value = ledger.run(&["graph", "--json", "--project", "parser"]).ok().json();
+    assert_eq!(all["nodes"].as_array().unwrap().len(), 6, "the whole project without --source");
+    let missing = ledger.run(&["graph", "--project", "nope"]);
+    assert_eq!(missing.code, 1);
+    assert!(missing.stderr.contains("the project 'nope' has no rows"), "{}", missing.stderr);
+}
