@@ -65,7 +65,7 @@ pub async fn load<S: Store>(store: &S, request: &GraphRequest, now: Timestamp) -
             tasks.push(task);
         }
     }
-    let awaiting: HashSet<_> = store.approvals().await?.into_iter().map(|(id, _)| id).collect();
+    let awaiting: HashSet<_> = store.approvals().await?.into_iter().map(|q| q.id).collect();
     if whole {
         return Ok(graph::layout(&tasks, &awaiting, now, max));
     }

@@ -15,6 +15,7 @@ pub mod executor;
 pub mod graph;
 pub mod input;
 pub mod llm;
+pub mod outbound;
 pub mod plan;
 pub mod remote;
 pub mod runner;
@@ -58,6 +59,14 @@ pub enum Role {
 }
 
 impl Role {
+    /// Its name in daicho.toml and on the command line (`run-requested`, `auto`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::RunRequested => "run-requested",
+            Role::Auto => "auto",
+        }
+    }
+
     /// The default number of runs per invocation.
     pub fn default_max(self) -> usize {
         match self {
@@ -639,7 +648,8 @@ impl<S: Store + 'static> Engine<S> {
             to_queue.extend(new);
         }
         if !to_queue.is_empty() {
-            report.queued = self.store.queue_approvals(to_queue, self.now()).await?;
+            let by = format!("sweep:{}", role.as_str());
+            report.queued = self.store.queue_approvals(to_queue, by, self.now()).await?;
         }
         if !report.ran.is_empty() {
             self.write_back_sources().await;

@@ -129,7 +129,8 @@ impl<S: Store + 'static> Engine<S> {
         }
         let to_queue = self.awaiting_approval(now, project).await?;
         if !to_queue.is_empty() {
-            self.store.queue_approvals(to_queue, self.now()).await?;
+            let by = format!("remote:{}", filter.worker);
+            self.store.queue_approvals(to_queue, by, self.now()).await?;
         }
         if let Some(outcome) = outcome {
             return Ok(outcome);

@@ -210,7 +210,8 @@ impl<S: Store + 'static> Engine<S> {
                 looks += 1;
                 let (requests, to_queue) = store!(self.plan_claims(free, &failed_here, spread).await);
                 if !to_queue.is_empty() {
-                    totals.queued += store!(self.store.queue_approvals(to_queue, self.now()).await).len();
+                    let by = format!("worker:{}", self.worker);
+                    totals.queued += store!(self.store.queue_approvals(to_queue, by, self.now()).await).len();
                 }
                 requested = requests.len();
                 if !requests.is_empty() {

@@ -134,7 +134,8 @@ async fn s2_s3_s8_the_worker_keeps_the_safety_rules() {
     assert_eq!((flaky.status, flaky.failures), (Status::NeedsHuman, 3));
     let queue = store.approvals().await.expect("approvals");
     let publish = rows.iter().find(|t| t.title == "tell the world").expect("publish");
-    assert_eq!(queue.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [publish.id], "queued once");
+    assert_eq!(queue.iter().map(|q| q.id).collect::<Vec<_>>(), [publish.id], "queued once");
+    assert!(queue[0].queued_by.starts_with("worker:"), "{queue:?}");
     assert_eq!(publish.status, Status::Pending);
 }
 

@@ -25,9 +25,9 @@ use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::codec::{self, READY_ORDER};
 use daicho_store::writes::{self, JournalWrite, RowWrite};
 use daicho_store::{
-    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, JournalKind, ListFilter,
-    PurgeReport, ReadySet, RestoreReport, Result, RunOutcome, RunRecord, StatusCount, Store, StoreError,
-    UnknownDeps, UpsertReport,
+    ActionStats, Batch, ClaimOutcome, ClaimRequest, Decided, Decision, Finish, JournalEntry, JournalKind,
+    ListFilter, PurgeReport, Queued, ReadySet, RestoreReport, Result, RunOutcome, RunRecord, StatusCount,
+    Store, StoreError, UnknownDeps, UpsertReport,
 };
 use deadpool_postgres::{Pool, Transaction};
 use jiff::Timestamp;
@@ -661,14 +661,14 @@ impl Store for PgStore {
         })
     }
 
-    async fn queue_approvals(&self, ids: Vec<TaskId>, now: Timestamp) -> Result<Vec<TaskId>> {
+    async fn queue_approvals(&self, ids: Vec<TaskId>, by: String, now: Timestamp) -> Result<Vec<TaskId>> {
         in_tx!(self, |tx| {
             let mut queued = Vec::new();
             for id in &ids {
                 let n = tx
                     .execute(
-                        "INSERT INTO approval (task, queued_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                        &[&(id.num() as i64), &micros(now)],
+                        "INSERT INTO approval (task, queued_at, queued_by) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                        &[&(id.num() as i64), &micros(now), &by],
                     )
                     .await
                     .map_err(backend)?;
@@ -680,11 +680,11 @@ impl Store for PgStore {
         })
     }
 
-    async fn approvals(&self) -> Result<Vec<(TaskId, Timestamp)>> {
+    async fn approvals(&self) -> Result<Vec<Queued>> {
         in_tx!(self, |tx| {
             let rows = tx
                 .query(
-                    "SELECT a.task, t.id_width, a.queued_at FROM approval a JOIN task t ON t.num = a.task \
+                    "SELECT a.task, t.id_width, a.queued_at, a.queued_by FROM approval a JOIN task t ON t.num = a.task \
                      WHERE a.decided_at IS NULL AND t.status = 'pending' ORDER BY a.queued_at, a.task",
                     &[],
                 )
@@ -693,7 +693,45 @@ impl Store for PgStore {
             let mut out = Vec::new();
             for r in rows {
                 let id = TaskId::with_width(r.get::<_, i64>(0) as u64, r.get::<_, i32>(1) as u8);
-                out.push((id, Timestamp::from_microsecond(r.get(2)).map_err(backend)?));
+                let queued_at = Timestamp::from_microsecond(r.get(2)).map_err(backend)?;
+                out.push(Queued { id, queued_at, queued_by: r.get(3) });
+            }
+            out
+        })
+    }
+
+    async fn reject(&self, id: TaskId, reason: String, actor: Actor, now: Timestamp) -> Result<Task> {
+        let edit = daicho_store::ends::reject_edit(&reason)?;
+        in_tx!(self, lock, |tx| {
+            let task = edit_in(&tx, id, &edit, &actor, now).await?;
+            decide(&tx, id, Decision::Rejected, reason.trim(), &actor, now).await?;
+            notify_ready(&tx).await?;
+            task
+        })
+    }
+
+    async fn decisions(&self, limit: usize) -> Result<Vec<Decided>> {
+        in_tx!(self, |tx| {
+            let rows = tx
+                .query(
+                    "SELECT a.task, t.id_width, a.queued_at, a.queued_by, a.decided_at, coalesce(a.decided_by, ''), \
+                     a.decision, a.reason FROM approval a JOIN task t ON t.num = a.task \
+                     WHERE a.decided_at IS NOT NULL ORDER BY a.decided_at DESC, a.task DESC LIMIT $1",
+                    &[&(limit as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            let mut out = Vec::new();
+            for r in rows {
+                let id = TaskId::with_width(r.get::<_, i64>(0) as u64, r.get::<_, i32>(1) as u8);
+                let queued_at = Timestamp::from_microsecond(r.get(2)).map_err(backend)?;
+                out.push(Decided {
+                    queued: Queued { id, queued_at, queued_by: r.get(3) },
+                    decided_at: Timestamp::from_microsecond(r.get(4)).map_err(backend)?,
+                    decided_by: r.get(5),
+                    decision: Decision::parse(r.get::<_, Option<String>>(6).as_deref()),
+                    reason: r.get(7),
+                });
             }
             out
         })
@@ -712,13 +750,7 @@ impl Store for PgStore {
             if after != before {
                 writes.push(RowWrite::Update(after.clone()));
             }
-            tx.execute(
-                "INSERT INTO approval (task, queued_at, decided_at, decided_by) VALUES ($1, $2, $2, $3) \
-                 ON CONFLICT (task) DO UPDATE SET decided_at = EXCLUDED.decided_at, decided_by = EXCLUDED.decided_by",
-                &[&(id.num() as i64), &micros(now), &actor.to_string()],
-            )
-            .await
-            .map_err(backend)?;
+            decide(&tx, id, Decision::Approved, "", &actor, now).await?;
             let actor = actor.to_string();
             writes.push(RowWrite::Journal(JournalWrite::change(
                 now,
@@ -733,6 +765,26 @@ impl Store for PgStore {
             rows::get_task(&tx, id).await?.ok_or(StoreError::NotFound(id))?
         })
     }
+}
+
+/// Records a person's decision on a task's queue entry (created if it was never queued).
+async fn decide(
+    tx: &Transaction<'_>,
+    id: TaskId,
+    decision: Decision,
+    reason: &str,
+    actor: &Actor,
+    now: Timestamp,
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO approval (task, queued_at, decided_at, decided_by, decision, reason) \
+         VALUES ($1, $2, $2, $3, $4, $5) ON CONFLICT (task) DO UPDATE SET decided_at = EXCLUDED.decided_at, \
+         decided_by = EXCLUDED.decided_by, decision = EXCLUDED.decision, reason = EXCLUDED.reason",
+        &[&(id.num() as i64), &micros(now), &actor.to_string(), &decision.as_str(), &reason],
+    )
+    .await
+    .map_err(backend)?;
+    Ok(())
 }
 
 fn rx_try_drain(rx: Option<&mut tokio::sync::mpsc::UnboundedReceiver<()>>) -> bool {

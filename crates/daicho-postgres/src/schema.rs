@@ -110,6 +110,15 @@ CREATE TABLE setting (
     // updated would make concurrent workers queue on it.)
     "CREATE INDEX IF NOT EXISTS task_view ON task (project, (due IS NULL), due, num) \
      WHERE status IN ('pending', 'running', 'review', 'needs_human')",
+    // 5 (S2, I2): the approval queue records who queued a task, and each decision what it was
+    // and why (rejections were edits only, so the history could not show them).
+    r#"
+ALTER TABLE approval ADD COLUMN IF NOT EXISTS queued_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE approval ADD COLUMN IF NOT EXISTS decision TEXT;
+ALTER TABLE approval ADD COLUMN IF NOT EXISTS reason TEXT NOT NULL DEFAULT '';
+UPDATE approval SET decision = 'approved' WHERE decided_at IS NOT NULL AND decision IS NULL;
+CREATE INDEX IF NOT EXISTS approval_decided ON approval (decided_at) WHERE decided_at IS NOT NULL;
+"#,
 ];
 
 /// Brings the schema up to date. The first process to take the advisory lock migrates; the

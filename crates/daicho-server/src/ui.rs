@@ -6,8 +6,11 @@
 //!   person changes only `status`, `correction` and the ▶ run box;
 //! - `/p/{project}/graph` its dependency graph as SVG (V6), nodes coloured by state, each linking
 //!   to its task; `?source=plan:<goal>` draws one plan;
-//! - `/approvals` the approval queue: approve (ticks ▶ run) or reject (`dropped`, the reason
-//!   kept as the row's correction);
+//! - `/approvals` the approval queue: per task what approving lets go out (the action, its
+//!   command line or endpoint, model and message, the body, evidence and the results of the
+//!   tasks it waits on), who queued it and when; approve (ticks ▶ run) or reject (`dropped`, the
+//!   reason kept as the row's correction), one at a time or several with one reason; the
+//!   history of decisions;
 //! - `/t/{id}` one task with every field, its journal and its runs;
 //! - the kill switch: a banner while paused, pause and resume forms.
 //!
@@ -21,7 +24,6 @@ use axum::extract::{Form, Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use daicho_core::edit::TaskEdit;
 use daicho_core::view::{Mark, dashboard_text, more_text};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{ListFilter, StatusCount, Store, StoreError};
@@ -42,6 +44,7 @@ pub(crate) fn routes<S: Store + 'static>() -> Router<Arc<AppState<S>>> {
         .route("/t/{id}/edit", post(edit::<S>))
         .route("/t/{id}/approve", post(approve::<S>))
         .route("/t/{id}/reject", post(reject::<S>))
+        .route("/approvals/decide", post(decide::<S>))
         .route("/pause", post(pause::<S>))
         .route("/resume", post(resume::<S>))
         .route("/daicho.css", get(stylesheet))
@@ -564,18 +567,52 @@ async fn graph_page<S: Store + 'static>(
     })
 }
 
-/// A queued external task.
+/// A queued external task, with what approving it lets go out (S2).
 #[derive(Debug)]
 struct ApprovalHtml {
     id: String,
     href: String,
     project: String,
     title: String,
-    action: String,
+    body: String,
     evidence: String,
+    correction: String,
+    /// The action's name and kind (`command`, `llm`), or why none would run it.
+    action: String,
+    /// The command line, or the endpoint and model.
+    target: String,
+    /// What an `llm` action would post as its message.
+    message: String,
+    /// The results of the tasks it waits on: the draft that goes out.
+    deps: Vec<DepHtml>,
     queued_at: String,
+    queued_by: String,
     approve_action: String,
     reject_action: String,
+}
+
+/// A task an approval waits on, with its result.
+#[derive(Debug)]
+struct DepHtml {
+    id: String,
+    href: String,
+    title: String,
+    status: String,
+    result: String,
+}
+
+/// A past decision.
+#[derive(Debug)]
+struct DecisionHtml {
+    id: String,
+    href: String,
+    title: String,
+    decision: String,
+    class: &'static str,
+    by: String,
+    at: String,
+    reason: String,
+    queued_by: String,
 }
 
 #[derive(Template)]
@@ -584,15 +621,51 @@ struct ApprovalsPage {
     page: Chrome,
     columns: Columns,
     rows: Vec<ApprovalHtml>,
+    history: Vec<DecisionHtml>,
+}
+
+/// Decisions the approval page lists.
+const HISTORY_ROWS: usize = 50;
+/// A result of a dep shown whole up to this many characters (the task page has all of it).
+const RESULT_CHARS: usize = 2_000;
+
+/// Shell-quotes a word for showing a command line (only where a reader needs it).
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c) || !c.is_ascii());
+    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
 }
 
 async fn approvals<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) -> PageResult {
     let ja = state.options.ja;
-    let page =
-        chrome(&state, for_locale(ja).approvals.to_owned(), &state.store().status_counts().await?).await?;
+    let l = for_locale(ja);
+    let page = chrome(&state, l.approvals.to_owned(), &state.store().status_counts().await?).await?;
     let mut rows = Vec::new();
-    for (id, at) in state.store().approvals().await? {
+    for queued in state.store().approvals().await? {
+        let id = queued.id;
         let Some(task) = state.store().get(id).await? else { continue };
+        let outbound = state.engine.outbound(&task);
+        let action = match (&outbound.problem, outbound.kind) {
+            (Some(problem), _) => problem.clone(),
+            (None, "manual") => l.manual.to_owned(),
+            (None, kind) => format!("{} ({kind})", outbound.action),
+        };
+        let target = match outbound.kind {
+            "command" => outbound.command.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" "),
+            "llm" => format!("POST {} · model {}", outbound.endpoint, outbound.model),
+            _ => String::new(),
+        };
+        let mut deps = Vec::new();
+        for dep in &task.deps {
+            let Some(d) = state.store().get(*dep).await? else { continue };
+            deps.push(DepHtml {
+                id: d.id.to_string(),
+                href: task_href(&d.id.to_string()),
+                title: d.title,
+                status: d.status.label(ja).to_owned(),
+                result: cut(&d.result, RESULT_CHARS),
+            });
+        }
         let href = task_href(&id.to_string());
         rows.push(ApprovalHtml {
             id: id.to_string(),
@@ -601,12 +674,38 @@ async fn approvals<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) ->
             href,
             project: task.project,
             title: task.title,
-            action: task.action,
-            evidence: cut(&task.evidence, 160),
-            queued_at: when(at),
+            body: task.body,
+            evidence: task.evidence,
+            correction: task.correction,
+            action,
+            target,
+            message: outbound.message,
+            deps,
+            queued_at: when(queued.queued_at),
+            queued_by: queued.queued_by,
         });
     }
-    html(&ApprovalsPage { page, columns: Columns::new(ja), rows })
+    let mut history = Vec::new();
+    for d in state.store().decisions(HISTORY_ROWS).await? {
+        let id = d.queued.id;
+        let title = state.store().get(id).await?.map(|t| t.title).unwrap_or_default();
+        let (decision, class) = match d.decision {
+            daicho_store::Decision::Approved => (l.approved, "approved"),
+            daicho_store::Decision::Rejected => (l.rejected, "rejected"),
+        };
+        history.push(DecisionHtml {
+            id: id.to_string(),
+            href: task_href(&id.to_string()),
+            title,
+            decision: decision.to_owned(),
+            class,
+            by: d.decided_by,
+            at: when(d.decided_at),
+            reason: d.reason,
+            queued_by: d.queued.queued_by,
+        });
+    }
+    html(&ApprovalsPage { page, columns: Columns::new(ja), rows, history })
 }
 
 /// A journal entry as the task page shows it.
@@ -824,14 +923,46 @@ async fn reject<S: Store + 'static>(
     if reason.is_empty() {
         return Err(PageError(StatusCode::BAD_REQUEST, "a rejection needs a reason".into()));
     }
-    let edit = TaskEdit {
-        status: Some(Status::Dropped),
-        correction: Some(format!("rejected: {reason}")),
-        run: Some(false),
-        ..TaskEdit::default()
-    };
-    state.store().edit(id, edit, web_actor(), jiff::Timestamp::now()).await?;
+    state.store().reject(id, reason.to_owned(), web_actor(), jiff::Timestamp::now()).await?;
     Ok(back_to(&form.back, "/approvals".to_owned()).into_response())
+}
+
+/// The approval page's form for several tasks at once: a `pick-T-…` box per task, one
+/// `decision` (`approve` or `reject`) and one reason for all of them.
+async fn decide<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Form(form): Form<std::collections::BTreeMap<String, String>>,
+) -> PageResult {
+    let field = |name: &str| form.get(name).map(String::as_str).unwrap_or_default();
+    check_csrf(&state, field("csrf"))?;
+    let mut ids = Vec::new();
+    for name in form.keys().filter_map(|k| k.strip_prefix("pick-")) {
+        ids.push(form_task_id(name)?);
+    }
+    if ids.is_empty() {
+        return Err(PageError(StatusCode::BAD_REQUEST, "no task was picked".into()));
+    }
+    let reason = field("reason").trim().to_owned();
+    let now = jiff::Timestamp::now();
+    match field("decision") {
+        "approve" => {
+            for id in ids {
+                state.store().approve(id, web_actor(), now).await?;
+            }
+        }
+        "reject" if reason.is_empty() => {
+            return Err(PageError(StatusCode::BAD_REQUEST, "a rejection needs a reason".into()));
+        }
+        "reject" => {
+            for id in ids {
+                state.store().reject(id, reason.clone(), web_actor(), now).await?;
+            }
+        }
+        other => {
+            return Err(PageError(StatusCode::BAD_REQUEST, format!("'{other}' is not a decision")));
+        }
+    }
+    Ok(back_to(field("back"), "/approvals".to_owned()).into_response())
 }
 
 async fn pause<S: Store + 'static>(

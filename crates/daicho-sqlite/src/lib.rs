@@ -28,9 +28,9 @@ use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::codec::{self, READY_ORDER};
 use daicho_store::writes;
 use daicho_store::{
-    ActionStats, Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, JournalKind, ListFilter,
-    PurgeReport, ReadySet, RestoreReport, Result, RunRecord, StatusCount, Store, StoreError, UnknownDeps,
-    UpsertReport,
+    ActionStats, Batch, ClaimOutcome, ClaimRequest, Decided, Decision, Finish, JournalEntry, JournalKind,
+    ListFilter, PurgeReport, Queued, ReadySet, RestoreReport, Result, RunRecord, StatusCount, Store,
+    StoreError, UnknownDeps, UpsertReport,
 };
 use jiff::Timestamp;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -368,12 +368,26 @@ impl Store for SqliteStore {
         self.write(move |tx| runs::note_in(tx, id, attempt, &note)).await
     }
 
-    async fn queue_approvals(&self, ids: Vec<TaskId>, now: Timestamp) -> Result<Vec<TaskId>> {
-        self.write(move |tx| runs::queue_approvals_in(tx, &ids, now)).await
+    async fn queue_approvals(&self, ids: Vec<TaskId>, by: String, now: Timestamp) -> Result<Vec<TaskId>> {
+        self.write(move |tx| runs::queue_approvals_in(tx, &ids, &by, now)).await
     }
 
-    async fn approvals(&self) -> Result<Vec<(TaskId, Timestamp)>> {
+    async fn approvals(&self) -> Result<Vec<Queued>> {
         self.read(runs::approvals_in).await
+    }
+
+    async fn reject(&self, id: TaskId, reason: String, actor: Actor, now: Timestamp) -> Result<Task> {
+        let edit = daicho_store::ends::reject_edit(&reason)?;
+        self.write(move |tx| {
+            let task = edit_in(tx, id, &edit, &actor, now)?;
+            runs::decide_in(tx, id, Decision::Rejected, reason.trim(), &actor, now)?;
+            Ok(task)
+        })
+        .await
+    }
+
+    async fn decisions(&self, limit: usize) -> Result<Vec<Decided>> {
+        self.read(move |tx| runs::decisions_in(tx, limit)).await
     }
 
     async fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> Result<Task> {

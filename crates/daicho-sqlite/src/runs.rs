@@ -6,7 +6,8 @@ use daicho_core::policy::{FailurePolicy, RunCounts, idempotency_key};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::writes::{JournalWrite, RowWrite, change_writes};
 use daicho_store::{
-    ActionStats, ClaimOutcome, ClaimRequest, Finish, JournalKind, Result, RunOutcome, RunRecord, StoreError,
+    ActionStats, ClaimOutcome, ClaimRequest, Decided, Decision, Finish, JournalKind, Queued, Result,
+    RunOutcome, RunRecord, StoreError,
 };
 use jiff::Timestamp;
 use rusqlite::{OptionalExtension, Transaction, params};
@@ -290,35 +291,89 @@ pub(crate) fn note_in(tx: &Transaction<'_>, id: TaskId, attempt: u32, note: &str
 pub(crate) fn queue_approvals_in(
     tx: &Transaction<'_>,
     ids: &[TaskId],
+    by: &str,
     now: Timestamp,
 ) -> Result<Vec<TaskId>> {
     let mut queued = Vec::new();
     let mut insert = tx
-        .prepare_cached("INSERT OR IGNORE INTO approval (task, queued_at) VALUES (?1, ?2)")
+        .prepare_cached("INSERT OR IGNORE INTO approval (task, queued_at, queued_by) VALUES (?1, ?2, ?3)")
         .map_err(backend)?;
     for id in ids {
-        if insert.execute(params![id.num() as i64, micros(now)]).map_err(backend)? > 0 {
+        if insert.execute(params![id.num() as i64, micros(now), by]).map_err(backend)? > 0 {
             queued.push(*id);
         }
     }
     Ok(queued)
 }
 
-pub(crate) fn approvals_in(tx: &Transaction<'_>) -> Result<Vec<(TaskId, Timestamp)>> {
-    let rows: Vec<(i64, i64, i64)> = tx
+fn timestamp(micros: i64, what: &'static str) -> Result<Timestamp> {
+    Timestamp::from_microsecond(micros).map_err(|e| StoreError::backend_from(what, e))
+}
+
+pub(crate) fn approvals_in(tx: &Transaction<'_>) -> Result<Vec<Queued>> {
+    let rows: Vec<(i64, i64, i64, String)> = tx
         .prepare_cached(
-            "SELECT a.task, t.id_width, a.queued_at FROM approval a JOIN task t ON t.num = a.task \
+            "SELECT a.task, t.id_width, a.queued_at, a.queued_by FROM approval a JOIN task t ON t.num = a.task \
              WHERE a.decided_at IS NULL AND t.status = 'pending' ORDER BY a.queued_at, a.task",
         )
-        .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect())
+        .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect())
         .map_err(backend)?;
     rows.into_iter()
-        .map(|(num, width, at)| {
-            let at = Timestamp::from_microsecond(at)
-                .map_err(|e| StoreError::backend_from("an approval's time", e))?;
-            Ok((TaskId::with_width(num as u64, width as u8), at))
+        .map(|(num, width, at, by)| {
+            let id = TaskId::with_width(num as u64, width as u8);
+            Ok(Queued { id, queued_at: timestamp(at, "an approval's time")?, queued_by: by })
         })
         .collect()
+}
+
+pub(crate) fn decisions_in(tx: &Transaction<'_>, limit: usize) -> Result<Vec<Decided>> {
+    type Row = (i64, i64, i64, String, i64, String, Option<String>, String);
+    let rows: Vec<Row> = tx
+        .prepare_cached(
+            "SELECT a.task, t.id_width, a.queued_at, a.queued_by, a.decided_at, coalesce(a.decided_by, ''), \
+             a.decision, a.reason FROM approval a JOIN task t ON t.num = a.task \
+             WHERE a.decided_at IS NOT NULL ORDER BY a.decided_at DESC, a.task DESC LIMIT ?1",
+        )
+        .and_then(|mut s| {
+            s.query_map([limit as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+            })?
+            .collect()
+        })
+        .map_err(backend)?;
+    rows.into_iter()
+        .map(|(num, width, queued_at, queued_by, decided_at, decided_by, decision, reason)| {
+            let id = TaskId::with_width(num as u64, width as u8);
+            Ok(Decided {
+                queued: Queued { id, queued_at: timestamp(queued_at, "an approval's time")?, queued_by },
+                decided_at: timestamp(decided_at, "a decision's time")?,
+                decided_by,
+                decision: Decision::parse(decision.as_deref()),
+                reason,
+            })
+        })
+        .collect()
+}
+
+/// Records a person's decision on a task's queue entry (created if it was never queued).
+pub(crate) fn decide_in(
+    tx: &Transaction<'_>,
+    id: TaskId,
+    decision: Decision,
+    reason: &str,
+    actor: &Actor,
+    now: Timestamp,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO approval (task, queued_at, decided_at, decided_by, decision, reason) \
+         VALUES (?1, ?2, ?2, ?3, ?4, ?5) ON CONFLICT (task) DO UPDATE SET decided_at = ?2, \
+         decided_by = ?3, decision = ?4, reason = ?5",
+    )
+    .and_then(|mut s| {
+        s.execute(params![id.num() as i64, micros(now), actor.to_string(), decision.as_str(), reason])
+    })
+    .map_err(backend)?;
+    Ok(())
 }
 
 pub(crate) fn approve_in(tx: &Transaction<'_>, id: TaskId, actor: &Actor, now: Timestamp) -> Result<Task> {
@@ -331,12 +386,7 @@ pub(crate) fn approve_in(tx: &Transaction<'_>, id: TaskId, actor: &Actor, now: T
     if after != before {
         writes.push(RowWrite::Update(after.clone()));
     }
-    tx.execute(
-        "INSERT INTO approval (task, queued_at, decided_at, decided_by) VALUES (?1, ?2, ?2, ?3) \
-         ON CONFLICT (task) DO UPDATE SET decided_at = ?2, decided_by = ?3",
-        params![id.num() as i64, micros(now), actor.to_string()],
-    )
-    .map_err(backend)?;
+    decide_in(tx, id, Decision::Approved, "", actor, now)?;
     writes.push(RowWrite::Journal(JournalWrite::change(
         now,
         &before,

@@ -131,6 +131,15 @@ END;
 CREATE INDEX task_view ON task (project, (due IS NULL), due, num)
     WHERE status IN ('pending', 'running', 'review', 'needs_human');
 "#,
+    // 5 (S2, I2): the approval queue records who queued a task, and each decision what it was
+    // and why (rejections were edits only, so the history could not show them).
+    r#"
+ALTER TABLE approval ADD COLUMN queued_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE approval ADD COLUMN decision TEXT;
+ALTER TABLE approval ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+UPDATE approval SET decision = 'approved' WHERE decided_at IS NOT NULL;
+CREATE INDEX approval_decided ON approval (decided_at) WHERE decided_at IS NOT NULL;
+"#,
 ];
 
 /// Checks, without writing, that the ledger's schema is the one this daicho knows (a read-only

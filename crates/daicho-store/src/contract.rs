@@ -18,7 +18,7 @@ use daicho_core::{Actor, Item, Status, Task, TaskId};
 use jiff::{SignedDuration, Timestamp};
 
 use crate::{
-    Batch, ClaimOutcome, ClaimRequest, Finish, JournalEntry, ListFilter, RunEnd, Store, StoreError,
+    Batch, ClaimOutcome, ClaimRequest, Decision, Finish, JournalEntry, ListFilter, RunEnd, Store, StoreError,
     UnknownDeps,
 };
 use daicho_core::policy::FailurePolicy;
@@ -86,6 +86,11 @@ macro_rules! store_contract_tests {
 
 fn t0() -> Timestamp {
     Timestamp::from_second(1_800_000_000).expect("a valid instant")
+}
+
+/// A minute after [`t0`].
+fn t1() -> Timestamp {
+    t0() + SignedDuration::from_mins(1)
 }
 
 fn item(title: &str) -> Item {
@@ -716,19 +721,58 @@ pub async fn s8_paused_claims_nothing<B: Backend>(backend: &B) {
     claimed(&store, claim_request(id, "w", t0())).await;
 }
 
-/// S2: a task enters the approval queue once; approving ticks `run` and empties the queue.
+/// S2: a task enters the approval queue once, with who queued it; approving ticks `run` and
+/// empties the queue; rejecting drops the task with the reason; the history shows both
+/// decisions, latest first, with who queued, who decided and why; no one but a person rejects.
 pub async fn s2_approval_queue_is_idempotent<B: Backend>(backend: &B) {
     let store = backend.open().await;
-    let id = store.upsert(batch(vec![item("publish")])).await.expect("upsert").added[0];
-    assert_eq!(store.queue_approvals(vec![id], t0()).await.expect("queue"), [id]);
-    assert!(store.queue_approvals(vec![id], t0()).await.expect("queue").is_empty(), "not queued twice");
-    assert_eq!(store.approvals().await.expect("approvals").len(), 1);
+    let added =
+        store.upsert(batch(vec![item("publish"), item("mail the client")])).await.expect("upsert").added;
+    let (id, other) = (added[0], added[1]);
+    let by = || "sweep:run-requested".to_owned();
+    assert_eq!(store.queue_approvals(vec![id, other], by(), t0()).await.expect("queue"), [id, other]);
+    assert!(store.queue_approvals(vec![id], by(), t0()).await.expect("queue").is_empty(), "not queued twice");
+    let queue = store.approvals().await.expect("approvals");
+    assert_eq!(
+        queue.iter().map(|q| (q.id, q.queued_by.as_str())).collect::<Vec<_>>(),
+        [(id, "sweep:run-requested"), (other, "sweep:run-requested")]
+    );
     let approved = store.approve(id, Actor::Human("boss".into()), t0()).await.expect("approve");
     assert!(approved.run);
-    assert!(store.approvals().await.expect("approvals").is_empty());
-    assert!(store.queue_approvals(vec![id], t0()).await.expect("queue").is_empty(), "decided stays decided");
+    assert_eq!(store.approvals().await.expect("approvals").len(), 1);
+    assert!(
+        store.queue_approvals(vec![id], by(), t0()).await.expect("queue").is_empty(),
+        "decided stays decided"
+    );
     let journal = store.journal(id).await.expect("journal");
     assert_eq!(journal.last().map(|e| (e.kind.as_str(), e.actor.as_str())), Some(("approve", "human:boss")));
+
+    let blank = store.reject(other, "  ".into(), Actor::Human("boss".into()), t1()).await;
+    assert!(matches!(blank, Err(StoreError::InvalidInput(_))), "{blank:?}");
+    let by_a_producer = store.reject(other, "no".into(), Actor::Push("ci".into()), t1()).await;
+    assert!(matches!(by_a_producer, Err(StoreError::Refused(_))), "{by_a_producer:?}");
+    assert!(store.decisions(10).await.expect("decisions").iter().all(|d| d.queued.id != other));
+    let rejected = store.reject(other, " wrong client ".into(), Actor::Human("boss".into()), t1()).await;
+    let rejected = rejected.expect("reject");
+    assert_eq!((rejected.status, rejected.run), (Status::Dropped, false));
+    assert_eq!(rejected.correction, "rejected: wrong client");
+    assert!(store.approvals().await.expect("approvals").is_empty());
+    let history = store.decisions(10).await.expect("decisions");
+    let seen: Vec<(TaskId, Decision, &str, &str, &str)> = history
+        .iter()
+        .map(|d| {
+            (d.queued.id, d.decision, d.decided_by.as_str(), d.reason.as_str(), d.queued.queued_by.as_str())
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (other, Decision::Rejected, "human:boss", "wrong client", "sweep:run-requested"),
+            (id, Decision::Approved, "human:boss", "", "sweep:run-requested"),
+        ]
+    );
+    assert_eq!((history[0].decided_at, history[1].decided_at), (t1(), t0()));
+    assert_eq!(store.decisions(1).await.expect("decisions").len(), 1, "the limit holds");
 }
 
 /// Every row and the whole journal, for "nothing changed" checks.
@@ -981,7 +1025,7 @@ pub async fn i5_a_claim_scope_selects_in_the_query_what_the_rule_admits<B: Backe
     let awaiting = |project: Option<&str>| ClaimScope::awaiting_approval(&gate, project);
     let waiting: Vec<TaskId> = ready.iter().filter(|t| awaiting(None).admits(t)).map(|t| t.id).collect();
     assert!(waiting.len() > 2, "{waiting:?}");
-    store.queue_approvals(waiting[..2].to_vec(), t0()).await.expect("queue");
+    store.queue_approvals(waiting[..2].to_vec(), "test".into(), t0()).await.expect("queue");
     for project in [None, Some("PJ-01'")] {
         let want: Vec<TaskId> = ready
             .iter()

@@ -96,6 +96,26 @@ pub fn plan_approve(before: &Task, unmet_deps: u32, actor: &Actor, now: Timestam
     Ok(after)
 }
 
+/// A person rejects an external task (S2): the edit that drops it with the reason as its
+/// correction and clears its ▶ run box.
+///
+/// # Errors
+///
+/// [`StoreError::InvalidInput`] for a blank reason.
+pub fn reject_edit(reason: &str) -> Result<daicho_core::edit::TaskEdit> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        let error = daicho_core::InputError::new("<reject>", None, "a rejection needs a reason");
+        return Err(crate::StoreError::InvalidInput(error));
+    }
+    Ok(daicho_core::edit::TaskEdit {
+        status: Some(daicho_core::Status::Dropped),
+        correction: Some(format!("rejected: {reason}")),
+        run: Some(false),
+        ..daicho_core::edit::TaskEdit::default()
+    })
+}
+
 /// A person's edit of `before` (F1), checked against the authority model (S13): the row
 /// afterwards.
 ///

@@ -203,6 +203,61 @@ pub struct ListFilter {
     pub limit: Option<usize>,
 }
 
+/// A task in the approval queue (S2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Queued {
+    /// The task.
+    pub id: TaskId,
+    /// When it was queued.
+    pub queued_at: Timestamp,
+    /// Who queued it: the role or worker whose run found it (`sweep:run-requested`,
+    /// `worker:host:pid`); empty for entries older than the record.
+    pub queued_by: String,
+}
+
+/// What a person decided on an external task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Approved: the next run may send it.
+    Approved,
+    /// Rejected: dropped, the reason kept.
+    Rejected,
+}
+
+impl Decision {
+    /// The name stored and shown (`approved`, `rejected`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approved => "approved",
+            Decision::Rejected => "rejected",
+        }
+    }
+
+    /// The decision a stored name means; anything else is an approval (the only decision
+    /// recorded before rejections were).
+    pub fn parse(text: Option<&str>) -> Decision {
+        match text {
+            Some("rejected") => Decision::Rejected,
+            _ => Decision::Approved,
+        }
+    }
+}
+
+/// A decision on an external task, as the approval history shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decided {
+    /// The queue entry (queued at the decision when it was never queued).
+    pub queued: Queued,
+    /// When the person decided.
+    pub decided_at: Timestamp,
+    /// Who decided.
+    pub decided_by: String,
+    /// What they decided.
+    pub decision: Decision,
+    /// Their reason (a rejection's; empty for most approvals).
+    pub reason: String,
+}
+
 /// How many rows of one project are in one status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StatusCount {
@@ -700,16 +755,36 @@ pub trait Store: Send + Sync {
     /// Adds a note to a run record (a failed push of found tasks, X2).
     fn note_run(&self, id: TaskId, attempt: u32, note: String) -> impl Future<Output = Result<()>> + Send;
 
-    /// Puts tasks in the approval queue (S2); a task already queued is not queued again.
-    /// Returns the ones newly queued.
+    /// Puts tasks in the approval queue (S2), recording who queued them (`by`); a task already
+    /// queued, or decided, is not queued again. Returns the ones newly queued.
     fn queue_approvals(
         &self,
         ids: Vec<TaskId>,
+        by: String,
         now: Timestamp,
     ) -> impl Future<Output = Result<Vec<TaskId>>> + Send;
 
-    /// The approval queue: tasks waiting for a person, oldest first.
-    fn approvals(&self) -> impl Future<Output = Result<Vec<(TaskId, Timestamp)>>> + Send;
+    /// The approval queue: pending tasks waiting for a person, oldest first.
+    fn approvals(&self) -> impl Future<Output = Result<Vec<Queued>>> + Send;
+
+    /// A person rejects an external task: it is dropped with `rejected: <reason>` as its
+    /// correction and its ▶ run box cleared (the edit of [`Store::edit`], journaled), and the
+    /// decision recorded with the reason, in one transaction. Returns the row as stored.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotFound`] for an unknown id; [`StoreError::InvalidInput`] for a blank
+    /// reason; [`StoreError::Refused`] when the actor is no person (S13).
+    fn reject(
+        &self,
+        id: TaskId,
+        reason: String,
+        actor: Actor,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Task>> + Send;
+
+    /// The decisions people made on external tasks, latest first, at most `limit`.
+    fn decisions(&self, limit: usize) -> impl Future<Output = Result<Vec<Decided>>> + Send;
 
     /// A person approves a queued (or any external) task: ticks `run` and closes its queue
     /// entry, journaled. Returns the row as stored.
@@ -806,9 +881,19 @@ macro_rules! delegate_store {
             stats(since: $crate::__deps::jiff::Timestamp) -> $crate::Result<Vec<$crate::ActionStats>>;
             runs(id: $crate::__deps::daicho_core::TaskId) -> $crate::Result<Vec<$crate::RunRecord>>;
             note_run(id: $crate::__deps::daicho_core::TaskId, attempt: u32, note: String) -> $crate::Result<()>;
-            queue_approvals(ids: Vec<$crate::__deps::daicho_core::TaskId>, now: $crate::__deps::jiff::Timestamp)
-                -> $crate::Result<Vec<$crate::__deps::daicho_core::TaskId>>;
-            approvals() -> $crate::Result<Vec<($crate::__deps::daicho_core::TaskId, $crate::__deps::jiff::Timestamp)>>;
+            queue_approvals(
+                ids: Vec<$crate::__deps::daicho_core::TaskId>,
+                by: String,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<Vec<$crate::__deps::daicho_core::TaskId>>;
+            approvals() -> $crate::Result<Vec<$crate::Queued>>;
+            reject(
+                id: $crate::__deps::daicho_core::TaskId,
+                reason: String,
+                actor: $crate::__deps::daicho_core::Actor,
+                now: $crate::__deps::jiff::Timestamp
+            ) -> $crate::Result<$crate::__deps::daicho_core::Task>;
+            decisions(limit: usize) -> $crate::Result<Vec<$crate::Decided>>;
             approve(
                 id: $crate::__deps::daicho_core::TaskId,
                 actor: $crate::__deps::daicho_core::Actor,

@@ -122,7 +122,7 @@ async fn s2_s5_s8_a_remote_claim_passes_over_heavy_and_external_tasks_and_says_p
     assert_eq!(nothing, json!({ "outcome": "nothing", "held": 3 }));
     // The external task waits in the approval queue; a worker cannot approve it.
     let queue = server.store.approvals().await.expect("approvals");
-    assert_eq!(queue.iter().map(|q| q.0).collect::<Vec<_>>(), [ids[1]]);
+    assert_eq!(queue.iter().map(|q| q.id).collect::<Vec<_>>(), [ids[1]]);
     let (status, _) = post(&server, "/api/v1/claim", json!({ "worker": "w", "action": "publish" })).await;
     assert_eq!(status, 200);
     assert_eq!(server.store.get(ids[1]).await.expect("get").expect("row").status, Status::Pending);
@@ -413,11 +413,19 @@ async fn i2_forms_need_the_csrf_token_and_bodies_are_capped() {
         server.client.post(&edit).form(&[("csrf", "guess"), ("status", "done")]).send().await.expect("post");
     assert_eq!(refused.status().as_u16(), 403);
     assert_eq!(server.store.get(ids[0]).await.expect("get").expect("row").status, Status::Pending);
-    for path in ["/pause", "/resume", &format!("/t/{}/approve", ids[0]), &format!("/t/{}/reject", ids[0])] {
-        let refused =
-            server.client.post(server.url(path)).form(&[("reason", "r")]).send().await.expect("post");
+    for path in [
+        "/pause",
+        "/resume",
+        &format!("/t/{}/approve", ids[0]),
+        &format!("/t/{}/reject", ids[0]),
+        "/approvals/decide",
+    ] {
+        let pick = format!("pick-{}", ids[0]);
+        let fields = [("reason", "r"), (&pick, "on"), ("decision", "approve")];
+        let refused = server.client.post(server.url(path)).form(&fields).send().await.expect("post");
         assert_eq!(refused.status().as_u16(), 403, "{path}");
     }
+    assert!(!server.store.get(ids[0]).await.expect("get").expect("row").run, "nothing approved");
     assert_eq!(server.store.paused().await.expect("paused"), None);
 
     // With the token from the page, the same form is taken.

@@ -138,7 +138,7 @@ async fn i2_a_person_works_the_ledger_and_the_approval_queue_in_a_real_browser()
     reviewed.status = Some(Status::Review);
     reviewed.result = "figures: 3 tables".into();
     let ids = server.seed(vec![late, hostile, external, reviewed]).await;
-    server.store.queue_approvals(vec![ids[2]], jiff::Timestamp::now()).await.expect("queue");
+    server.store.queue_approvals(vec![ids[2]], "test".into(), jiff::Timestamp::now()).await.expect("queue");
     let client = browser(&driver).await;
     {
         // The ledger of PJ-01: the hostile title shows as text, and the page runs no script.
@@ -237,6 +237,98 @@ async fn i2_a_person_works_the_ledger_and_the_approval_queue_in_a_real_browser()
         assert!(client.find(Locator::Css("#paused-banner")).await.is_err());
         assert_eq!(server.store.paused().await.expect("paused"), None);
     }
+    client.close().await.expect("close the browser");
+}
+
+/// S2, I2: the approval queue shows what each approval lets go out — the action, its command
+/// line or endpoint, model and message (the person's correction in it), the body, and the result
+/// of the task it builds on — and who queued it; a person approves two at once and rejects a
+/// third with one reason; the ledger and the history show each decision.
+#[tokio::test]
+async fn s2_i2_a_person_sees_what_goes_out_and_decides_several_at_once_in_a_real_browser() {
+    let Some(driver) = driver().await else { return };
+    let server = TestServer::start(ServerOptions::default()).await;
+    let mut draft = item("Draft the client mail", "PJ-01", "work", "ai");
+    draft.status = Some(Status::Review);
+    draft.result = "Dear client, the release ships on Friday.".into();
+    let drafted = server.seed(vec![draft]).await;
+    let mut mail = item("Mail the client", "PJ-01", "", "");
+    mail.work_type = "mail".into();
+    mail.body = "Tell them the date".into();
+    mail.correction = "sign as the team".into();
+    mail.deps = vec![drafted[0].to_string()];
+    let release = item("Publish the release", "PJ-01", "publish", "");
+    let order = item("Order the banner", "PJ-01", "publish", "");
+    let ids = server.seed(vec![mail, release, order]).await;
+    server
+        .store
+        .edit(
+            drafted[0],
+            daicho_core::edit::TaskEdit { status: Some(Status::Done), ..Default::default() },
+            daicho_core::Actor::Human("p".into()),
+            jiff::Timestamp::now(),
+        )
+        .await
+        .expect("done");
+    server
+        .store
+        .queue_approvals(ids.clone(), "sweep:run-requested".into(), jiff::Timestamp::now())
+        .await
+        .expect("queue");
+
+    let client = browser(&driver).await;
+    client.set_window_size(1280, 800).await.expect("window size");
+    client.goto(&server.url("/approvals")).await.expect("goto approvals");
+    let mail_card = text(&client, &format!("#approval-{}", ids[0])).await;
+    for shown in [
+        "mail (llm)",
+        "POST http://127.0.0.1:9/v1/chat/completions · model mail-writer",
+        "Write to the client about: Mail the client",
+        "sign as the team",
+        "Tell them the date",
+        "Dear client, the release ships on Friday.",
+        "sweep:run-requested",
+    ] {
+        assert!(mail_card.contains(shown), "'{shown}' missing from the card: {mail_card}");
+    }
+    assert!(text(&client, &format!("#approval-{}", ids[1])).await.contains("publish (command)"));
+    assert!(text(&client, &format!("#approval-{} code.target", ids[1])).await == "true");
+    save_screenshot(&client, "approvals-1280-en.png").await;
+
+    // Approve the first two at once.
+    for id in &ids[..2] {
+        client.find(Locator::Css(&format!("#pick-{id}"))).await.expect("box").click().await.expect("tick");
+    }
+    submit(&client, "#approve-selected").await;
+    for id in &ids[..2] {
+        let row = server.store.get(*id).await.expect("get").expect("row");
+        assert!(row.run && row.approved_by == "human:web", "{row:?}");
+    }
+    // Reject the third with one reason; without a reason nothing is written.
+    client.find(Locator::Css(&format!("#pick-{}", ids[2]))).await.expect("box").click().await.expect("tick");
+    submit(&client, "#reject-selected").await;
+    assert!(text(&client, "body").await.contains("a rejection needs a reason"));
+    assert_eq!(server.store.get(ids[2]).await.expect("get").expect("row").status, Status::Pending);
+    client.goto(&server.url("/approvals")).await.expect("goto approvals");
+    client.find(Locator::Css(&format!("#pick-{}", ids[2]))).await.expect("box").click().await.expect("tick");
+    client
+        .find(Locator::Css("#bulk-reason"))
+        .await
+        .expect("reason")
+        .send_keys("banner budget is spent")
+        .await
+        .expect("type");
+    submit(&client, "#reject-selected").await;
+    let rejected = server.store.get(ids[2]).await.expect("get").expect("row");
+    assert_eq!(
+        (rejected.status, rejected.correction.as_str()),
+        (Status::Dropped, "rejected: banner budget is spent")
+    );
+    assert!(text(&client, "#no-approvals").await.contains("Nothing waits for approval"));
+    let history = text(&client, "#decisions").await;
+    assert!(history.contains("rejected") && history.contains("banner budget is spent"), "{history}");
+    assert_eq!(server.store.decisions(10).await.expect("decisions").len(), 3);
+    save_screenshot(&client, "approvals-history-1280-en.png").await;
     client.close().await.expect("close the browser");
 }
 
@@ -444,7 +536,7 @@ async fn s13_a_page_of_another_origin_cannot_act_for_the_person_in_a_real_browse
     let ids = server
         .push(vec![item("Mail the customer", "PJ-01", "publish", "ai"), item("draft", "PJ-01", "work", "ai")])
         .await;
-    server.store.queue_approvals(vec![ids[0]], jiff::Timestamp::now()).await.expect("queue");
+    server.store.queue_approvals(vec![ids[0]], "test".into(), jiff::Timestamp::now()).await.expect("queue");
     let before = ledger_snapshot(&server.store).await;
     let refused_before = refusals(&server).await;
     let (page, attempts) =

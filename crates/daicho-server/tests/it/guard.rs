@@ -38,7 +38,7 @@ async fn seeded(server: &TestServer) -> (daicho_core::TaskId, daicho_core::TaskI
             item("draft", "PJ-01", "work", "ai"),
         ])
         .await;
-    server.store.queue_approvals(vec![ids[0]], jiff::Timestamp::now()).await.expect("queue");
+    server.store.queue_approvals(vec![ids[0]], "test".into(), jiff::Timestamp::now()).await.expect("queue");
     (ids[0], ids[1])
 }
 
@@ -49,10 +49,12 @@ async fn s13_forms_from_another_origin_are_refused_even_with_the_csrf_token() {
     let csrf = page_csrf(&server).await;
     let before = ledger_snapshot(&server.store).await;
     let other = server.base.replace("127.0.0.1", "localhost");
+    let pick = format!("pick-{external}");
     let forms: Vec<(String, Vec<(&str, &str)>)> = vec![
         (format!("/t/{draft}/edit"), vec![("status", "done"), ("run", "on"), ("correction", "x")]),
         (format!("/t/{external}/approve"), vec![]),
         (format!("/t/{external}/reject"), vec![("reason", "no")]),
+        ("/approvals/decide".into(), vec![(&pick, "on"), ("decision", "approve")]),
         ("/pause".into(), vec![("reason", "stop")]),
     ];
     // Each way a browser says "another page sent this", with the real CSRF token in the form.
@@ -239,7 +241,7 @@ async fn s13_api_approve_needs_a_json_object() {
     let ids = server
         .push(vec![item("Publish A", "PJ-01", "publish", "ai"), item("Publish B", "PJ-01", "publish", "ai")])
         .await;
-    server.store.queue_approvals(ids.clone(), jiff::Timestamp::now()).await.expect("queue");
+    server.store.queue_approvals(ids.clone(), "test".into(), jiff::Timestamp::now()).await.expect("queue");
     let before = ledger_snapshot(&server.store).await;
     let approve = |id: daicho_core::TaskId, body: &'static str| {
         server

@@ -46,6 +46,15 @@ kind = "command"
 command = ["true"]
 auto = true
 heavy = true
+
+[[action]]
+name = "mail"
+kind = "llm"
+base_url = "http://127.0.0.1:9/v1"
+model = "mail-writer"
+prompt = "Write to the client about: {title}\n{body}"
+external = true
+types = ["mail"]
 "#;
 
 /// A server on a fresh ledger, stopped when dropped.

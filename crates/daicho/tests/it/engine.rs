@@ -179,6 +179,58 @@ fn s2_external_never_runs_without_approval_and_is_queued_once() {
     assert_eq!(count(&ledger.log_lines(), "start")["T-0001"], 1);
 }
 
+/// S2: `daicho approve` lists what each queued run would do and who queued it, approves several
+/// ids at once, rejects with one reason (the rows dropped, the reason kept), and `--history`
+/// shows every decision; a blank reason writes nothing.
+#[test]
+fn s2_approve_shows_what_goes_out_and_decides_several_with_one_reason() {
+    let ledger = Ledger::new();
+    let script = ledger.script("step.sh", STEP);
+    config(
+        &ledger,
+        &format!(
+            "[[action]]\nname = \"publish\"\nkind = \"command\"\ncommand = [\"{script}\", \"--live\"]\nexternal = true\nauto = true\n"
+        ),
+    );
+    for title in ["post the article", "mail the list", "order the banner", "tweet it"] {
+        ledger.run(&["add", title, "--action", "publish", "--tag", "ai"]).ok();
+    }
+    assert_eq!(sweep(&ledger, "auto", "5")["queued"].as_array().unwrap().len(), 4);
+    let queue: Vec<Value> = ledger.run(&["approve", "--json"]).ok().json();
+    assert_eq!(queue.len(), 4);
+    assert_eq!(queue[0]["queued_by"], "sweep:auto");
+    assert_eq!(queue[0]["outbound"]["kind"], "command");
+    assert_eq!(queue[0]["outbound"]["command"], serde_json::json!([script, "--live"]));
+    let text = ledger.run(&["approve"]).ok().stdout;
+    assert!(text.contains("[publish]") && text.contains("--live") && text.contains("sweep:auto"), "{text}");
+
+    let both: Vec<Value> = ledger.run(&["approve", "T-0001", "T-0002", "--json"]).ok().json();
+    assert!(both.iter().all(|t| t["run"] == true), "{both:?}");
+    let blank = ledger.run(&["approve", "--reject", " ", "T-0003"]);
+    assert_eq!(blank.code, 1);
+    assert!(blank.stderr.contains("a rejection needs a reason"), "{}", blank.stderr);
+    assert_eq!(ledger.tasks()[2].status, "pending");
+    ledger.run(&["approve", "--reject", "not this quarter", "T-0003", "T-0004"]).ok();
+    let tasks = ledger.tasks();
+    for t in &tasks[2..] {
+        assert_eq!((t.status.as_str(), t.correction.as_str()), ("dropped", "rejected: not this quarter"));
+    }
+    assert!(ledger.run(&["approve", "--json"]).ok().json::<Vec<Value>>().is_empty());
+    let history: Vec<Value> = ledger.run(&["approve", "--history", "--json"]).ok().json();
+    let decided: Vec<(&str, &str, &str)> = history
+        .iter()
+        .map(|d| (d["id"].as_str().unwrap(), d["decision"].as_str().unwrap(), d["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(decided.len(), 4);
+    assert!(decided.contains(&("T-0004", "rejected", "not this quarter")), "{decided:?}");
+    assert!(decided.contains(&("T-0001", "approved", "")), "{decided:?}");
+    assert!(
+        history.iter().all(
+            |d| d["queued_by"] == "sweep:auto" && d["decided_by"].as_str().unwrap().starts_with("human:")
+        )
+    );
+}
+
 #[test]
 fn s3_three_failures_park_the_task_and_nothing_retries_it() {
     let ledger = Ledger::new();
