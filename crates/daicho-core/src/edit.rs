@@ -44,6 +44,9 @@ pub struct TaskEdit {
     pub add_tags: Vec<String>,
     /// Tags to remove.
     pub remove_tags: Vec<String>,
+    /// Count the row's failures from zero again (S3): a person who fixed the cause gives a
+    /// parked task its three tries back.
+    pub reset_failures: bool,
 }
 
 impl TaskEdit {
@@ -64,6 +67,9 @@ impl TaskEdit {
         }
         if let Some(v) = &self.correction {
             next.correction = v.clone();
+        }
+        if self.reset_failures {
+            next.failures = 0;
         }
         if let Some(v) = self.run {
             next.run = v;
@@ -174,5 +180,27 @@ mod tests {
         assert_eq!(before["status"], "pending");
         assert_eq!(now["status"], "review");
         assert!(TaskEdit::default().apply(&task, t1) == task, "an empty edit changes nothing");
+    }
+
+    /// S3, F1: a person resets a parked task's failures and asks for a run; on a row without
+    /// failures the reset changes nothing.
+    #[test]
+    fn s3_f1_a_reset_gives_a_parked_task_its_tries_back() {
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        let mut parked = Task::new(TaskId::new(1), "flaky", "src", t0);
+        parked.status = Status::NeedsHuman;
+        parked.failures = 3;
+        let retry = TaskEdit {
+            status: Some(Status::Pending),
+            run: Some(true),
+            reset_failures: true,
+            ..TaskEdit::default()
+        };
+        assert!(!retry.is_empty());
+        let after = retry.apply(&parked, t0);
+        assert_eq!((after.status, after.run, after.failures), (Status::Pending, true, 0));
+        let reset_only = TaskEdit { reset_failures: true, ..TaskEdit::default() };
+        let fresh = Task::new(TaskId::new(2), "fine", "src", t0);
+        assert!(reset_only.apply(&fresh, t0) == fresh, "nothing to reset, nothing changes");
     }
 }

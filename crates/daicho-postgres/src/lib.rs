@@ -833,6 +833,10 @@ async fn list_in(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Vec<Task>>
         args.push(Box::new(format!("%,{},%", tag.trim().to_lowercase())));
         sql.push_str(&format!(" AND (',' || tags || ',') LIKE ${}", args.len()));
     }
+    if let Some(dep) = filter.waiting_on {
+        args.push(Box::new(dep.num() as i64));
+        sql.push_str(&format!(" AND num IN (SELECT task FROM task_dep WHERE dep = ${})", args.len()));
+    }
     if let Some(after) = filter.after {
         args.push(Box::new(after.num() as i64));
         sql.push_str(&format!(" AND num > ${}", args.len()));

@@ -111,6 +111,8 @@ pub(crate) struct ListQuery {
     status: Option<String>,
     source: Option<String>,
     tag: Option<String>,
+    /// Only the tasks that wait on this one.
+    waiting_on: Option<String>,
     /// The last id of the previous page.
     after: Option<String>,
     /// At most this many (default 100, at most 1,000).
@@ -144,6 +146,7 @@ async fn list<S: Store + 'static>(
         statuses,
         source: query.source,
         tag: query.tag,
+        waiting_on: query.waiting_on.as_deref().map(task_id).transpose()?,
         after: query.after.as_deref().map(task_id).transpose()?,
         limit: Some(limit + 1),
     };

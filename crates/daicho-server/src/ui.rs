@@ -11,7 +11,9 @@
 //!   tasks it waits on), who queued it and when; approve (ticks ▶ run) or reject (`dropped`, the
 //!   reason kept as the row's correction), one at a time or several with one reason; the
 //!   history of decisions;
-//! - `/t/{id}` one task with every field, its journal and its runs;
+//! - `/t/{id}` one task: its fields, the last error, what it waits on and what waits on it, its
+//!   approval, the fixes of a parked task (retry with the failures counted from zero, or drop),
+//!   its runs and its journal in words (bookkeeping behind a toggle);
 //! - the kill switch: a banner while paused, pause and resume forms.
 //!
 //! Every form posts its CSRF token; changes are journaled as `human:web`.
@@ -24,7 +26,8 @@ use axum::extract::{Form, Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use daicho_core::view::{Mark, dashboard_text, more_text};
+use daicho_core::edit::TaskEdit;
+use daicho_core::view::{Mark, dashboard_text_in, more_text_in};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::{ListFilter, StatusCount, Store, StoreError};
 use serde::Deserialize;
@@ -42,6 +45,7 @@ pub(crate) fn routes<S: Store + 'static>() -> Router<Arc<AppState<S>>> {
         .route("/approvals", get(approvals::<S>))
         .route("/t/{id}", get(task_page::<S>))
         .route("/t/{id}/edit", post(edit::<S>))
+        .route("/t/{id}/fix", post(fix::<S>))
         .route("/t/{id}/approve", post(approve::<S>))
         .route("/t/{id}/reject", post(reject::<S>))
         .route("/approvals/decide", post(decide::<S>))
@@ -147,6 +151,7 @@ struct Columns {
     correction: &'static str,
     deps: &'static str,
     tags: &'static str,
+    failures: &'static str,
 }
 
 impl Columns {
@@ -176,6 +181,7 @@ impl Columns {
             correction: h("correction"),
             deps: h("deps"),
             tags: h("tags"),
+            failures: h("failures"),
         }
     }
 }
@@ -287,6 +293,7 @@ struct IndexPage {
 
 async fn index<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) -> PageResult {
     let ja = state.options.ja;
+    let lang = if ja { daicho_core::lang::Lang::Ja } else { daicho_core::lang::Lang::En };
     let status_counts = state.store().status_counts().await?;
     let page = chrome(&state, for_locale(ja).open_work.to_owned(), &status_counts).await?;
     let view = api::build_view(&state, None).await?;
@@ -325,11 +332,11 @@ async fn index<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) -> Pag
     html(&IndexPage {
         columns: Columns::new(ja),
         rows,
-        dashboards: view.dashboards.iter().map(dashboard_text).collect(),
+        dashboards: view.dashboards.iter().map(|d| dashboard_text_in(d, lang)).collect(),
         more: view
             .more
             .iter()
-            .map(|m| MoreHtml { text: more_text(m), href: project_href(&m.project) })
+            .map(|m| MoreHtml { text: more_text_in(m, lang), href: project_href(&m.project) })
             .collect(),
         status_heads: Status::ALL.iter().map(|s| s.label(ja)).collect(),
         counts,
@@ -713,8 +720,11 @@ async fn approvals<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) ->
 struct JournalHtml {
     at: String,
     actor: String,
-    kind: String,
+    kind: &'static str,
+    /// The fields a person works with, in words.
     change: String,
+    /// The bookkeeping (lease, attempt, key, times), behind a toggle.
+    internal: String,
 }
 
 /// A run as the task page shows it.
@@ -724,7 +734,11 @@ struct RunHtml {
     worker: String,
     action: String,
     started: String,
+    ended: String,
+    duration: String,
     outcome: String,
+    class: &'static str,
+    tokens: String,
     error: String,
 }
 
@@ -735,24 +749,146 @@ struct TaskPage {
     columns: Columns,
     r: RowHtml,
     fields: Vec<(&'static str, String)>,
+    /// The last run's error while the task is not done with it.
+    last_error: Option<String>,
+    /// Where the task stands with a person's approval, if anywhere.
+    approval: String,
+    /// A parked task: the fixes a person has.
+    parked: bool,
+    fix_action: String,
+    waits_on: Vec<DepHtml>,
+    waited_by: Vec<DepHtml>,
     journal: Vec<JournalHtml>,
     runs: Vec<RunHtml>,
 }
 
-fn change_text(entry: &daicho_store::JournalEntry) -> String {
-    let mut lines = Vec::new();
+/// Bookkeeping fields of a row: in the journal, shown only when asked for.
+const INTERNAL_FIELDS: [&str; 6] = ["lease", "attempt", "key", "updated_at", "created_at", "id"];
+
+/// A journal field's name in the person's language (the ledger's column names).
+fn field_label(field: &str, ja: bool) -> String {
+    let column = match field {
+        "work_type" => "type",
+        other => other,
+    };
+    if let Some((en, jp)) = daicho_core::format::csv::COLUMNS.iter().find(|(en, _)| *en == column) {
+        return if ja { (*jp).to_owned() } else { (*en).to_owned() };
+    }
+    let words = match field {
+        "approved_by" => ("approved by", "承認者"),
+        "attempt" => ("attempt", "試行"),
+        "lease" => ("lease", "リース"),
+        "key" => ("key", "キー"),
+        "updated_at" => ("updated", "更新日時"),
+        "created_at" => ("created", "作成日時"),
+        other => (other, other),
+    };
+    if ja { words.1.to_owned() } else { words.0.to_owned() }
+}
+
+/// A journal value in words: text as it is, lists joined, nothing as a dash.
+fn value_text(value: &serde_json::Value, ja: bool) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "—".to_owned(),
+        Value::String(s) if s.is_empty() => "—".to_owned(),
+        Value::String(s) => cut(s, 300),
+        Value::Bool(true) => if ja { "オン" } else { "on" }.to_owned(),
+        Value::Bool(false) => if ja { "オフ" } else { "off" }.to_owned(),
+        Value::Array(items) if items.is_empty() => "—".to_owned(),
+        Value::Array(items) => items.iter().map(|v| value_text(v, ja)).collect::<Vec<_>>().join(", "),
+        other => cut(&other.to_string(), 300),
+    }
+}
+
+/// A journal kind in the person's language.
+fn kind_label(kind: daicho_store::JournalKind, ja: bool) -> &'static str {
+    use daicho_store::JournalKind as K;
+    if !ja {
+        return kind.as_str();
+    }
+    match kind {
+        K::Add => "追加",
+        K::Patch => "同期で更新",
+        K::Edit => "人が変更",
+        K::Purge => "削除",
+        K::Restore => "復元",
+        K::Claim => "実行開始",
+        K::Finish => "実行完了",
+        K::Fail => "実行失敗",
+        K::Interrupted => "中断",
+        K::Lost => "実行が失われた",
+        K::Approve => "承認",
+        K::Pause => "一時停止",
+        K::Resume => "再開",
+    }
+}
+
+/// An entry's changes, in words: the fields a person works with, and the bookkeeping apart.
+fn change_text(entry: &daicho_store::JournalEntry, ja: bool) -> (String, String) {
+    let (mut shown, mut internal) = (Vec::new(), Vec::new());
+    // A status in the person's words (`未着手`, not `pending`).
+    let value_text = |key: &str, value: &serde_json::Value, ja: bool| match value.as_str() {
+        Some(word) if key == "status" => {
+            word.parse::<Status>().map_or_else(|_| word.to_owned(), |s| s.label(ja).to_owned())
+        }
+        _ => value_text(value, ja),
+    };
     for (key, after) in &entry.after {
-        let show = |v: &serde_json::Value| match v {
-            serde_json::Value::String(s) => cut(s, 300),
-            other => cut(&other.to_string(), 300),
+        let line = match entry.before.get(key) {
+            Some(before) => {
+                let (before, after) = (value_text(key, before, ja), value_text(key, after, ja));
+                format!("{}: {before} → {after}", field_label(key, ja))
+            }
+            // A new row: only what it has.
+            None if after.is_null()
+                || after.as_str() == Some("")
+                || after.as_array().is_some_and(Vec::is_empty) =>
+            {
+                continue;
+            }
+            None => format!("{}: {}", field_label(key, ja), value_text(key, after, ja)),
         };
-        match entry.before.get(key) {
-            Some(before) => lines.push(format!("{key}: {} → {}", show(before), show(after))),
-            None => lines.push(format!("{key}: {}", show(after))),
+        if INTERNAL_FIELDS.contains(&key.as_str()) { internal.push(line) } else { shown.push(line) }
+    }
+    (shown.join("\n"), internal.join("\n"))
+}
+
+/// `H:MM:SS` (or `M:SS`) between two times.
+fn duration_text(from: jiff::Timestamp, to: jiff::Timestamp) -> String {
+    let secs = to.duration_since(from).as_secs().max(0);
+    match secs {
+        s if s >= 3600 => format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60),
+        s => format!("{}:{:02}", s / 60, s % 60),
+    }
+}
+
+async fn dep_rows<S: Store + 'static>(
+    state: &AppState<S>,
+    ids: &[TaskId],
+    ja: bool,
+) -> Result<Vec<DepHtml>, StoreError> {
+    let mut out = Vec::new();
+    for id in ids {
+        if let Some(d) = state.store().get(*id).await? {
+            out.push(dep_html(&d, ja));
         }
     }
-    lines.join("\n")
+    Ok(out)
 }
+
+fn dep_html(d: &Task, ja: bool) -> DepHtml {
+    DepHtml {
+        id: d.id.to_string(),
+        href: task_href(&d.id.to_string()),
+        title: d.title.clone(),
+        status: d.status.label(ja).to_owned(),
+        result: String::new(),
+    }
+}
+
+/// Rows listed as waiting on a task.
+const WAITED_BY_ROWS: usize = 50;
 
 async fn task_page<S: Store + 'static>(
     State(state): State<Arc<AppState<S>>>,
@@ -763,10 +899,11 @@ async fn task_page<S: Store + 'static>(
         .ok_or_else(|| PageError(StatusCode::BAD_REQUEST, format!("'{id}' is not a task id (T-0001)")))?;
     let task = state.store().get(id).await?.ok_or(StoreError::NotFound(id))?;
     let page = chrome(&state, format!("{id} {}", task.title), &state.store().status_counts().await?).await?;
+    let l = page.l;
     let columns = Columns::new(ja);
-    let r = row_html(&task, jiff::Zoned::now().date(), page.l, ja, true);
+    let r = row_html(&task, jiff::Zoned::now().date(), l, ja, true);
     let fields = vec![
-        (page.l.project, task.project.clone()),
+        (l.project, task.project.clone()),
         (columns.status, task.status.label(ja).to_owned()),
         (columns.body, r.body.clone()),
         (columns.source, r.source.clone()),
@@ -779,8 +916,8 @@ async fn task_page<S: Store + 'static>(
         (columns.action, r.action.clone()),
         (columns.result, r.result.clone()),
         (columns.run_at, r.run_at.clone()),
-        (columns.deps, r.deps.iter().map(|d| d.0.clone()).collect::<Vec<_>>().join(", ")),
         (columns.tags, r.tags.clone()),
+        (columns.failures, task.failures.to_string()),
     ];
     let journal = state
         .store()
@@ -788,29 +925,108 @@ async fn task_page<S: Store + 'static>(
         .await?
         .iter()
         .rev()
-        .map(|e| JournalHtml {
-            at: when(e.at),
-            actor: e.actor.clone(),
-            kind: e.kind.to_string(),
-            change: change_text(e),
+        .map(|e| {
+            let (change, internal) = change_text(e, ja);
+            JournalHtml {
+                at: when(e.at),
+                actor: e.actor.clone(),
+                kind: kind_label(e.kind, ja),
+                change,
+                internal,
+            }
         })
         .collect();
-    let runs = state
-        .store()
-        .runs(id)
-        .await?
+    let records = state.store().runs(id).await?;
+    let last_error = records
+        .last()
+        .filter(|run| !run.error.is_empty() && task.status != Status::Done && task.status != Status::Dropped)
+        .map(|run| format!("{} {} · {}", l.attempt, run.attempt, run.error));
+    let runs = records
         .into_iter()
         .rev()
-        .map(|run| RunHtml {
-            attempt: run.attempt,
-            worker: run.worker,
-            action: run.action,
-            started: when(run.started),
-            outcome: run.outcome.to_string(),
-            error: run.error,
+        .map(|run| {
+            let tokens = match (run.tokens_in, run.tokens_out) {
+                (None, None) => String::new(),
+                (i, o) => format!("{} / {}", i.unwrap_or(0), o.unwrap_or(0)),
+            };
+            let class = match run.outcome.as_str() {
+                "success" => "success",
+                "running" => "running",
+                _ => "failed",
+            };
+            RunHtml {
+                attempt: run.attempt,
+                worker: run.worker,
+                action: run.action,
+                started: when(run.started),
+                ended: run.finished.map(when).unwrap_or_default(),
+                duration: run.finished.map(|f| duration_text(run.started, f)).unwrap_or_default(),
+                outcome: run.outcome.to_string(),
+                class,
+                tokens,
+                error: run.error,
+            }
         })
         .collect();
-    html(&TaskPage { page, columns, r, fields, journal, runs })
+    let queued = state.store().approvals().await?.into_iter().find(|q| q.id == id);
+    let approval = match (queued, task.approved_by.is_empty()) {
+        (_, false) => format!("{} {}", l.approved_by_note, task.approved_by),
+        (Some(q), true) => {
+            format!("{} {} ({} {})", l.awaiting_since, when(q.queued_at), l.queued_by, q.queued_by)
+        }
+        (None, true) => String::new(),
+    };
+    let waits_on = dep_rows(&state, &task.deps, ja).await?;
+    let filter = ListFilter { waiting_on: Some(id), limit: Some(WAITED_BY_ROWS), ..ListFilter::default() };
+    let waited_by = state.store().list(filter).await?.iter().map(|t| dep_html(t, ja)).collect();
+    let fix_action = format!("{}/fix", task_href(&id.to_string()));
+    let parked = task.status == Status::NeedsHuman;
+    html(&TaskPage {
+        page,
+        columns,
+        r,
+        fields,
+        last_error,
+        approval,
+        parked,
+        fix_action,
+        waits_on,
+        waited_by,
+        journal,
+        runs,
+    })
+}
+
+/// The fixes of a parked task: `retry` (failures from zero, pending, ▶ run) or `drop`.
+#[derive(Debug, Deserialize)]
+struct FixForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    fix: String,
+}
+
+async fn fix<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<String>,
+    Form(form): Form<FixForm>,
+) -> PageResult {
+    check_csrf(&state, &form.csrf)?;
+    let id = form_task_id(&id)?;
+    let edit = match form.fix.as_str() {
+        "retry" => TaskEdit {
+            status: Some(Status::Pending),
+            run: Some(true),
+            reset_failures: true,
+            ..TaskEdit::default()
+        },
+        "drop" => TaskEdit { status: Some(Status::Dropped), run: Some(false), ..TaskEdit::default() },
+        other => {
+            return Err(PageError(StatusCode::BAD_REQUEST, format!("'{other}' is not a fix (retry, drop)")));
+        }
+    };
+    state.store().edit(id, edit, web_actor(), jiff::Timestamp::now()).await?;
+    Ok(Redirect::to(&task_href(&id.to_string())).into_response())
 }
 
 /// Where to go after a form: the page it came from when that is a path on this site

@@ -550,6 +550,10 @@ fn list_in(conn: &Connection, filter: &ListFilter) -> Result<Vec<Task>> {
         args.push(format!("%,{},%", tag.trim().to_lowercase()).into());
         sql.push_str(&format!(" AND (',' || tags || ',') LIKE ?{}", args.len()));
     }
+    if let Some(dep) = filter.waiting_on {
+        args.push((dep.num() as i64).into());
+        sql.push_str(&format!(" AND num IN (SELECT task FROM task_dep WHERE dep = ?{})", args.len()));
+    }
     if let Some(after) = filter.after {
         args.push((after.num() as i64).into());
         sql.push_str(&format!(" AND num > ?{}", args.len()));

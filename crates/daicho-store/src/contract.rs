@@ -458,7 +458,7 @@ pub async fn edit_reads_back_and_refuses_cycles<B: Backend>(backend: &B) {
     assert_eq!(store.get(id("T-0001")).await.expect("get").expect("row").deps, Vec::<TaskId>::new());
 }
 
-/// `list` filters by project, status, source and tag, ordered by id.
+/// `list` filters by project, status, source, tag and the task rows wait on, ordered by id.
 pub async fn list_filters<B: Backend>(backend: &B) {
     let store = backend.open().await;
     let mut a = item("a");
@@ -524,6 +524,18 @@ pub async fn list_filters<B: Backend>(backend: &B) {
             ("PJ-02".to_owned(), Status::Pending, 1)
         ]
     );
+    // The rows that wait on a task (its dependents), after an edit changed who waits.
+    let mut d = item("d");
+    d.deps = vec![first[0].id.to_string()];
+    let mut e = item("e");
+    e.deps = vec![first[0].id.to_string()];
+    let added = store.upsert(batch(vec![d, e])).await.expect("upsert").added;
+    let waiting = |dep: TaskId| list(ListFilter { waiting_on: Some(dep), ..ListFilter::default() });
+    assert_eq!(titles(waiting(first[0].id).await.expect("list")), ["d", "e"]);
+    let unwait = TaskEdit { deps: Some(Vec::new()), ..TaskEdit::default() };
+    store.edit(added[0], unwait, Actor::Human("p".into()), t0()).await.expect("edit");
+    assert_eq!(titles(waiting(first[0].id).await.expect("list")), ["e"]);
+    assert!(waiting(added[1]).await.expect("list").is_empty());
 }
 
 fn claim_request(task: TaskId, worker: &str, now: Timestamp) -> ClaimRequest {

@@ -197,6 +197,8 @@ pub struct ListFilter {
     pub source: Option<String>,
     /// Only rows with this tag.
     pub tag: Option<String>,
+    /// Only rows that wait on this task (its dependents).
+    pub waiting_on: Option<TaskId>,
     /// Only rows after this id (keyset paging: pass the last id of the previous page).
     pub after: Option<TaskId>,
     /// At most this many rows.

@@ -419,9 +419,10 @@ async fn i2_forms_need_the_csrf_token_and_bodies_are_capped() {
         &format!("/t/{}/approve", ids[0]),
         &format!("/t/{}/reject", ids[0]),
         "/approvals/decide",
+        &format!("/t/{}/fix", ids[0]),
     ] {
         let pick = format!("pick-{}", ids[0]);
-        let fields = [("reason", "r"), (&pick, "on"), ("decision", "approve")];
+        let fields = [("reason", "r"), (&pick, "on"), ("decision", "approve"), ("fix", "drop")];
         let refused = server.client.post(server.url(path)).form(&fields).send().await.expect("post");
         assert_eq!(refused.status().as_u16(), 403, "{path}");
     }
@@ -557,4 +558,29 @@ async fn i2_a_stale_form_changes_only_what_the_person_changed() {
     let form = [("csrf", csrf.as_str()), ("status", "done"), ("status_was", "review"), ("run_was", "")];
     server.client.post(&edit).form(&form).send().await.expect("post");
     assert_eq!(server.store.get(ids[0]).await.expect("get").expect("row").status, Status::Done);
+}
+
+/// I2 (issue 18, item 6): under `ja` the cross view's "… N more" line and the task page's journal
+/// speak Japanese: field names as the ledger's columns, statuses by their Japanese names.
+#[tokio::test]
+async fn i2_the_web_ui_speaks_japanese_in_more_lines_and_the_journal() {
+    let server = TestServer::start(ServerOptions { ja: true, ..ServerOptions::default() }).await;
+    let ids = server.seed((0..12).map(|n| crate::item(&format!("row {n}"), "PJ-01", "", "")).collect()).await;
+    let done = daicho_core::edit::TaskEdit { status: Some(Status::Done), ..Default::default() };
+    server
+        .store
+        .edit(ids[0], done, daicho_core::Actor::Human("p".into()), jiff::Timestamp::now())
+        .await
+        .expect("edit");
+    let page = |path: String| {
+        let client = server.client.clone();
+        let url = server.url(&path);
+        async move { client.get(url).send().await.expect("get").text().await.expect("text") }
+    };
+    let index = page("/".into()).await;
+    assert!(index.contains("… PJ-01 の台帳にあと 1 件"), "{index}");
+    assert!(!index.contains("more in the"), "{index}");
+    let task = page(format!("/t/{}", ids[0])).await;
+    assert!(task.contains("状態: 未着手 → 完了"), "{task}");
+    assert!(!task.contains("status:"), "{task}");
 }

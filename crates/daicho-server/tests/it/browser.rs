@@ -332,6 +332,77 @@ async fn s2_i2_a_person_sees_what_goes_out_and_decides_several_at_once_in_a_real
     client.close().await.expect("close the browser");
 }
 
+/// I2, S3: the task page of a task parked after three failures shows the last error first, its
+/// runs (ended, duration, outcome, error), what it waits on and what waits on it, the journal in
+/// words (bookkeeping behind a toggle, no nulls), and a person's fix: failures reset and run
+/// again, written as the store shows.
+#[tokio::test]
+async fn i2_s3_a_person_reads_a_parked_task_and_runs_it_again_in_a_real_browser() {
+    let Some(driver) = driver().await else { return };
+    let server = TestServer::start(ServerOptions::default()).await;
+    let base = server.seed(vec![item("Collect the figures", "PJ-01", "", "")]).await[0];
+    let mut flaky = item("Build the report", "PJ-01", "work", "ai");
+    flaky.deps = vec![base.to_string()];
+    let flaky = server.seed(vec![flaky]).await[0];
+    let mut after = item("Send the report", "PJ-01", "", "");
+    after.deps = vec![flaky.to_string()];
+    server.seed(vec![after]).await;
+    let done = daicho_core::edit::TaskEdit { status: Some(Status::Done), ..Default::default() };
+    server
+        .store
+        .edit(base, done, daicho_core::Actor::Human("p".into()), jiff::Timestamp::now())
+        .await
+        .expect("done");
+    for attempt in 1..=3u32 {
+        let now = jiff::Timestamp::now();
+        let claim = daicho_store::ClaimRequest {
+            id: flaky,
+            worker: "host:7".into(),
+            action: "work".into(),
+            now,
+            lease: jiff::SignedDuration::from_mins(5),
+            require_run: false,
+            require_approval: false,
+        };
+        assert!(matches!(
+            server.store.claim(claim).await.expect("claim"),
+            daicho_store::ClaimOutcome::Claimed(_)
+        ));
+        let end = daicho_store::RunEnd::Failure {
+            error: format!("exit 2: the sheet is locked ({attempt})"),
+            timeout: false,
+        };
+        let finish = daicho_store::Finish {
+            id: flaky,
+            attempt,
+            worker: "host:7".into(),
+            now: now + jiff::SignedDuration::from_secs(75),
+            end,
+            policy: Default::default(),
+        };
+        server.store.finish(finish).await.expect("finish");
+    }
+    assert_eq!(server.store.get(flaky).await.expect("get").expect("row").status, Status::NeedsHuman);
+
+    let client = browser(&driver).await;
+    client.set_window_size(1280, 800).await.expect("window size");
+    client.goto(&server.url(&format!("/t/{flaky}"))).await.expect("goto task");
+    assert!(text(&client, "#last-error").await.contains("the sheet is locked (3)"));
+    assert!(text(&client, "#waits-on").await.contains("Collect the figures"));
+    assert!(text(&client, "#waited-by").await.contains("Send the report"));
+    let runs = text(&client, "#runs").await;
+    assert!(runs.contains("1:15") && runs.contains("failure") && runs.contains("host:7"), "{runs}");
+    let journal = text(&client, "#journal").await;
+    assert!(journal.contains("status: running → needs_human"), "{journal}");
+    assert!(!journal.contains("null") && !journal.contains("lease_owner"), "{journal}");
+    save_screenshot(&client, "task-parked-1280-en.png").await;
+    submit(&client, "#fix-retry").await;
+    let row = server.store.get(flaky).await.expect("get").expect("row");
+    assert_eq!((row.status, row.run, row.failures), (Status::Pending, true, 0));
+    assert!(client.find(Locator::Css("#fixes")).await.is_err(), "no longer parked");
+    client.close().await.expect("close the browser");
+}
+
 /// V6: seed 002's plan in its crash state (t1, t2 done, t3 running) drawn in the browser: the
 /// ledger links to the graph, the nodes carry the seed's colours, and a node leads to its task.
 #[tokio::test]

@@ -55,6 +55,7 @@ async fn s13_forms_from_another_origin_are_refused_even_with_the_csrf_token() {
         (format!("/t/{external}/approve"), vec![]),
         (format!("/t/{external}/reject"), vec![("reason", "no")]),
         ("/approvals/decide".into(), vec![(&pick, "on"), ("decision", "approve")]),
+        (format!("/t/{draft}/fix"), vec![("fix", "drop")]),
         ("/pause".into(), vec![("reason", "stop")]),
     ];
     // Each way a browser says "another page sent this", with the real CSRF token in the form.

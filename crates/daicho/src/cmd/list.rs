@@ -24,6 +24,9 @@ pub struct Args {
     /// Only tasks with this tag.
     #[arg(long)]
     pub tag: Option<String>,
+    /// Only tasks that wait on this one (its dependents).
+    #[arg(long, value_name = "ID")]
+    pub waiting_on: Option<daicho_core::TaskId>,
     /// At most this many.
     #[arg(long, short = 'n')]
     pub limit: Option<usize>,
@@ -49,7 +52,9 @@ pub fn parse_statuses(names: &[String]) -> anyhow::Result<Vec<Status>> {
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let statuses = parse_statuses(&args.status)?;
     let (project, source, tag, after, limit) = (args.project, args.source, args.tag, args.after, args.limit);
-    let tasks = ctx.reader().await?.list(ListFilter { project, statuses, source, tag, after, limit }).await?;
+    let waiting_on = args.waiting_on;
+    let filter = ListFilter { project, statuses, source, tag, waiting_on, after, limit };
+    let tasks = ctx.reader().await?.list(filter).await?;
     let text = match tasks.len() {
         0 => "no tasks".to_owned(),
         n => format!("{}\n{n} task{}", output::task_table(&tasks, ctx.ja()), if n == 1 { "" } else { "s" }),

@@ -71,6 +71,10 @@ pub struct Args {
     /// Remove tags (comma separated or repeated).
     #[arg(long = "untag", value_delimiter = ',')]
     pub remove_tags: Vec<String>,
+    /// Count the failures from zero again: a parked (needs_human) task whose cause you fixed
+    /// gets its tries back (with --status pending --run, it runs again).
+    #[arg(long)]
+    pub reset_failures: bool,
 }
 
 fn clearable<T>(
@@ -113,6 +117,7 @@ fn edit_of(args: &Args) -> anyhow::Result<TaskEdit> {
         deps,
         add_tags: args.add_tags.clone(),
         remove_tags: args.remove_tags.clone(),
+        reset_failures: args.reset_failures,
     })
 }
 
