@@ -31,7 +31,6 @@ use daicho_store::{
 };
 use deadpool_postgres::{Pool, Transaction};
 use jiff::Timestamp;
-use tokio_postgres::types::ToSql;
 
 use crate::rows::{COLUMNS, micros, read_task};
 
@@ -811,42 +810,7 @@ async fn paused_in(tx: &Transaction<'_>) -> Result<Option<String>> {
 }
 
 async fn list_in(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Vec<Task>> {
-    let mut sql = format!("SELECT {COLUMNS} FROM task WHERE true");
-    let mut args: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
-    if let Some(project) = &filter.project {
-        args.push(Box::new(project.clone()));
-        sql.push_str(&format!(" AND project = ${}", args.len()));
-    }
-    if !filter.statuses.is_empty() {
-        let names: Vec<String> = filter.statuses.iter().map(|s| s.as_str().to_owned()).collect();
-        args.push(Box::new(names));
-        sql.push_str(&format!(" AND status = ANY(${})", args.len()));
-    }
-    if let Some(source) = &filter.source {
-        args.push(Box::new(format!("{}|", source.trim())));
-        args.push(Box::new(format!("{}}}", source.trim())));
-        args.push(Box::new(source.clone()));
-        let n = args.len();
-        sql.push_str(&format!(" AND key >= ${} AND key < ${} AND source = ${n}", n - 2, n - 1));
-    }
-    if let Some(tag) = &filter.tag {
-        args.push(Box::new(format!("%,{},%", tag.trim().to_lowercase())));
-        sql.push_str(&format!(" AND (',' || tags || ',') LIKE ${}", args.len()));
-    }
-    if let Some(dep) = filter.waiting_on {
-        args.push(Box::new(dep.num() as i64));
-        sql.push_str(&format!(" AND num IN (SELECT task FROM task_dep WHERE dep = ${})", args.len()));
-    }
-    if let Some(after) = filter.after {
-        args.push(Box::new(after.num() as i64));
-        sql.push_str(&format!(" AND num > ${}", args.len()));
-    }
-    sql.push_str(" ORDER BY num");
-    if let Some(limit) = filter.limit {
-        sql.push_str(&format!(" LIMIT {limit}"));
-    }
-    let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
-    let rows = tx.query(&sql, &params).await.map_err(backend)?;
+    let rows = tx.query(&codec::list_sql(filter), &[]).await.map_err(backend)?;
     rows.iter().map(read_task).collect()
 }
 

@@ -149,6 +149,7 @@ async fn list<S: Store + 'static>(
         waiting_on: query.waiting_on.as_deref().map(task_id).transpose()?,
         after: query.after.as_deref().map(task_id).transpose()?,
         limit: Some(limit + 1),
+        ..ListFilter::default()
     };
     let mut tasks = state.store().list(filter).await?;
     let next_after = (tasks.len() > limit).then(|| {

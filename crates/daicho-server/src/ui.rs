@@ -2,8 +2,10 @@
 //! text they print; the data the templates get is prepared here.
 //!
 //! - `/` the cross view (V1–V4) and the projects with counts per status;
-//! - `/p/{project}` one project's ledger in the column order of SPEC §1, 200 rows a page; a
-//!   person changes only `status`, `correction` and the ▶ run box;
+//! - `/p/{project}` one project's ledger: the columns a person works with (every column with
+//!   `cols=all`), filters (status, assignee, type, tag, source, overdue, text), sorts (id, due,
+//!   priority, updated) and keyset pages of 200 rows, all in the URL; a person changes only
+//!   `status`, `correction` and the ▶ run box;
 //! - `/p/{project}/graph` its dependency graph as SVG (V6), nodes coloured by state, each linking
 //!   to its task; `?source=plan:<goal>` draws one plan;
 //! - `/approvals` the approval queue: per task what approving lets go out (the action, its
@@ -336,7 +338,10 @@ async fn index<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) -> Pag
         more: view
             .more
             .iter()
-            .map(|m| MoreHtml { text: more_text_in(m, lang), href: project_href(&m.project) })
+            .map(|m| MoreHtml {
+                text: more_text_in(m, lang),
+                href: format!("{}?status=open&sort=due", project_href(&m.project)),
+            })
             .collect(),
         status_heads: Status::ALL.iter().map(|s| s.label(ja)).collect(),
         counts,
@@ -382,6 +387,7 @@ struct RowHtml {
     correction: String,
     deps: Vec<(String, String)>,
     tags: String,
+    failures: u32,
 }
 
 /// Long text cut for a table cell; the task page shows it whole.
@@ -435,6 +441,7 @@ fn row_html(task: &Task, today: jiff::civil::Date, l: &Labels, ja: bool, whole: 
         correction: task.correction.clone(),
         deps: task.deps.iter().map(|d| (d.to_string(), task_href(&d.to_string()))).collect(),
         tags: task.tags.iter().collect::<Vec<_>>().join(", "),
+        failures: task.failures,
         id,
     }
 }
@@ -450,11 +457,122 @@ struct LedgerPage {
     back: String,
     next_href: Option<String>,
     graph_href: String,
+    /// The filters as given, to fill the form again.
+    query: LedgerQuery,
+    /// Every column, not only the ones a person works with.
+    all_columns: bool,
+    /// The same view with the other column set.
+    columns_href: String,
+    status_choices: Vec<(String, String)>,
+    sort_choices: Vec<(&'static str, &'static str)>,
+    filtered: bool,
 }
 
-#[derive(Debug, Deserialize)]
+impl LedgerPage {
+    /// The project's ledger without filters.
+    fn ledger_href(&self) -> String {
+        project_href(&self.project)
+    }
+}
+
+/// The ledger page's query: filters, sort, keyset page and column set, all in the URL so a view
+/// can be bookmarked.
+#[derive(Clone, Debug, Default, Deserialize)]
 struct LedgerQuery {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    assignee: String,
+    #[serde(default, rename = "type")]
+    work_type: String,
+    #[serde(default)]
+    tag: String,
+    #[serde(default)]
+    source: String,
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    overdue: String,
+    #[serde(default)]
+    sort: String,
+    #[serde(default)]
+    cols: String,
     after: Option<String>,
+}
+
+impl LedgerQuery {
+    /// The query string of this view (without `after` unless given), `?…` or empty.
+    fn href(&self, project: &str, after: Option<&str>, cols: &str) -> String {
+        let pairs = [
+            ("status", self.status.as_str()),
+            ("assignee", &self.assignee),
+            ("type", &self.work_type),
+            ("tag", &self.tag),
+            ("source", &self.source),
+            ("q", &self.q),
+            ("overdue", &self.overdue),
+            ("sort", &self.sort),
+            ("cols", cols),
+            ("after", after.unwrap_or_default()),
+        ];
+        let query: Vec<String> = pairs
+            .iter()
+            .filter(|(_, v)| !v.trim().is_empty())
+            .map(|(k, v)| format!("{k}={}", segment(v.trim())))
+            .collect();
+        match query.is_empty() {
+            true => project_href(project),
+            false => format!("{}?{}", project_href(project), query.join("&")),
+        }
+    }
+
+    /// The store's filter for a page of `project`.
+    fn filter(&self, project: &str, today: jiff::civil::Date) -> Result<ListFilter, PageError> {
+        let bad =
+            |what: &str, value: &str| PageError(StatusCode::BAD_REQUEST, format!("'{value}' is not {what}"));
+        let text = |v: &str| Some(v.trim().to_owned()).filter(|v| !v.is_empty());
+        let mut statuses = Vec::new();
+        for name in self.status.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match name {
+                "open" => statuses.extend(Status::ALL.into_iter().filter(|s| s.is_open())),
+                "closed" => statuses.extend(Status::ALL.into_iter().filter(|s| s.is_closed())),
+                name => statuses.push(name.parse::<Status>().map_err(|_| bad("a status", name))?),
+            }
+        }
+        let overdue = !self.overdue.trim().is_empty();
+        if overdue && statuses.is_empty() {
+            statuses.extend(Status::ALL.into_iter().filter(|s| s.is_open()));
+        }
+        let order = match self.sort.trim() {
+            "" => daicho_store::ListOrder::Id,
+            name => daicho_store::ListOrder::parse(name)
+                .ok_or_else(|| bad("a sort (id, due, priority, updated)", name))?,
+        };
+        let after = match self.after.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+            Some(text) => Some(TaskId::parse(text).ok_or_else(|| bad("a task id", text))?),
+            None => None,
+        };
+        Ok(ListFilter {
+            project: Some(project.to_owned()),
+            statuses,
+            source: text(&self.source),
+            tag: text(&self.tag),
+            assignee: text(&self.assignee),
+            work_type: text(&self.work_type),
+            text: text(&self.q),
+            due_before: overdue.then_some(today),
+            order,
+            after,
+            limit: Some(PAGE_ROWS + 1),
+            ..ListFilter::default()
+        })
+    }
+
+    fn is_filtered(&self) -> bool {
+        [&self.status, &self.assignee, &self.work_type, &self.tag, &self.source, &self.q, &self.overdue]
+            .iter()
+            .any(|v| !v.trim().is_empty())
+    }
 }
 
 async fn ledger<S: Store + 'static>(
@@ -465,46 +583,44 @@ async fn ledger<S: Store + 'static>(
     let ja = state.options.ja;
     let status_counts = state.store().status_counts().await?;
     let page = chrome(&state, format!("{project} {}", for_locale(ja).ledger), &status_counts).await?;
-    let after = match query.after.as_deref() {
-        Some(text) => Some(
-            TaskId::parse(text)
-                .ok_or_else(|| PageError(StatusCode::BAD_REQUEST, format!("'{text}' is not a task id")))?,
-        ),
-        None => None,
-    };
-    let filter = ListFilter {
-        project: Some(project.clone()),
-        after,
-        limit: Some(PAGE_ROWS + 1),
-        ..ListFilter::default()
-    };
-    let mut tasks = state.store().list(filter).await?;
-    let next_href = (tasks.len() > PAGE_ROWS).then(|| {
-        tasks.truncate(PAGE_ROWS);
-        format!(
-            "{}?after={}",
-            project_href(&project),
-            tasks.last().map(|t| t.id.to_string()).unwrap_or_default()
-        )
-    });
     let total: u64 = status_counts.iter().filter(|c| c.project == project).map(|c| c.count).sum();
     if total == 0 {
         return Err(PageError(StatusCode::NOT_FOUND, format!("no project '{project}'")));
     }
     let today = jiff::Zoned::now().date();
-    let back = match &query.after {
-        Some(after) => format!("{}?after={}", project_href(&project), segment(after)),
-        None => project_href(&project),
-    };
+    let filter = query.filter(&project, today)?;
+    let mut tasks = state.store().list(filter).await?;
+    let all_columns = query.cols.trim() == "all";
+    let cols = if all_columns { "all" } else { "" };
+    let next_href = (tasks.len() > PAGE_ROWS).then(|| {
+        tasks.truncate(PAGE_ROWS);
+        query.href(&project, tasks.last().map(|t| t.id.to_string()).as_deref(), cols)
+    });
+    let l = page.l;
+    let mut status_choices =
+        vec![("open".to_owned(), l.open.to_owned()), ("closed".to_owned(), l.closed.to_owned())];
+    status_choices.extend(Status::ALL.iter().map(|s| (s.as_str().to_owned(), s.label(ja).to_owned())));
+    let sort_choices = vec![
+        ("id", l.sort_id),
+        ("due", l.sort_due),
+        ("priority", l.sort_priority),
+        ("updated", l.sort_updated),
+    ];
     html(&LedgerPage {
         columns: Columns::new(ja),
-        rows: tasks.iter().map(|t| row_html(t, today, page.l, ja, false)).collect(),
+        rows: tasks.iter().map(|t| row_html(t, today, l, ja, false)).collect(),
         graph_href: format!("{}/graph", project_href(&project)),
+        back: query.href(&project, query.after.as_deref(), cols),
+        columns_href: query.href(&project, query.after.as_deref(), if all_columns { "" } else { "all" }),
+        filtered: query.is_filtered(),
         project,
         total,
-        back,
         next_href,
         page,
+        query,
+        all_columns,
+        status_choices,
+        sort_choices,
     })
 }
 

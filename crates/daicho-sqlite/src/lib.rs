@@ -521,51 +521,8 @@ pub(crate) fn get_task(conn: &Connection, id: TaskId) -> Result<Option<Task>> {
 }
 
 fn list_in(conn: &Connection, filter: &ListFilter) -> Result<Vec<Task>> {
-    let mut sql = format!("SELECT {COLUMNS} FROM task WHERE 1 = 1");
-    let mut args: Vec<rusqlite::types::Value> = Vec::new();
-    if let Some(project) = &filter.project {
-        args.push(project.clone().into());
-        sql.push_str(&format!(" AND project = ?{}", args.len()));
-    }
-    if !filter.statuses.is_empty() {
-        let mut marks = Vec::new();
-        for status in &filter.statuses {
-            args.push(status.as_str().to_owned().into());
-            marks.push(format!("?{}", args.len()));
-        }
-        // Keyset pages walk the primary key: `+status` keeps SQLite off the status index, which
-        // would sort every matching row for each page.
-        let column = if filter.after.is_some() { "+status" } else { "status" };
-        sql.push_str(&format!(" AND {column} IN ({})", marks.join(", ")));
-    }
-    if let Some(source) = &filter.source {
-        // The key is `source|title`: a source's rows are a range of the key index.
-        args.push(format!("{}|", source.trim()).into());
-        args.push(format!("{}}}", source.trim()).into());
-        args.push(source.clone().into());
-        let n = args.len();
-        sql.push_str(&format!(" AND key >= ?{} AND key < ?{} AND source = ?{n}", n - 2, n - 1));
-    }
-    if let Some(tag) = &filter.tag {
-        args.push(format!("%,{},%", tag.trim().to_lowercase()).into());
-        sql.push_str(&format!(" AND (',' || tags || ',') LIKE ?{}", args.len()));
-    }
-    if let Some(dep) = filter.waiting_on {
-        args.push((dep.num() as i64).into());
-        sql.push_str(&format!(" AND num IN (SELECT task FROM task_dep WHERE dep = ?{})", args.len()));
-    }
-    if let Some(after) = filter.after {
-        args.push((after.num() as i64).into());
-        sql.push_str(&format!(" AND num > ?{}", args.len()));
-    }
-    sql.push_str(" ORDER BY num");
-    if let Some(limit) = filter.limit {
-        sql.push_str(&format!(" LIMIT {limit}"));
-    }
-    let mut stmt = conn.prepare(&sql).map_err(backend)?;
-    stmt.query_map(rusqlite::params_from_iter(args), read_task)
-        .and_then(|rows| rows.collect())
-        .map_err(backend)
+    let mut stmt = conn.prepare(&codec::list_sql(filter)).map_err(backend)?;
+    stmt.query_map([], read_task).and_then(|rows| rows.collect()).map_err(backend)
 }
 
 /// The deps of a row as stored, or `None` when the row does not exist.

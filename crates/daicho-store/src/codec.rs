@@ -186,6 +186,99 @@ pub fn view_head_sql(project: &str, limit: &str, exclude: &[String]) -> String {
 }
 
 /// A string as an SQL literal: single quotes doubled (both backends read standard strings).
+/// The `SELECT` of [`crate::Store::list`] for `filter`, the same on both backends: every value is
+/// an escaped literal, the order ends with the id, and a keyset page starts after the row
+/// `after` in that order (its sort key read by a subquery, so the caller passes only its id).
+pub fn list_sql(filter: &crate::ListFilter) -> String {
+    use crate::ListOrder;
+
+    let mut conds: Vec<String> = Vec::new();
+    if let Some(project) = &filter.project {
+        conds.push(format!("project = {}", quote(project)));
+    }
+    if !filter.statuses.is_empty() {
+        let words: Vec<String> = filter.statuses.iter().map(|s| quote(s.as_str())).collect();
+        // On keyset pages `status || ''` keeps SQLite off the status index, which would sort
+        // every matching row for each page; the pages walk the order's index instead.
+        let column = if filter.after.is_some() { "(status || '')" } else { "status" };
+        conds.push(format!("{column} IN ({})", words.join(", ")));
+    }
+    if let Some(source) = &filter.source {
+        // The key is `source|title`: a source's rows are a range of the key index.
+        let source = source.trim();
+        conds.push(format!(
+            "key >= {} AND key < {} AND source = {}",
+            quote(&format!("{source}|")),
+            quote(&format!("{source}}}")),
+            quote(source)
+        ));
+    }
+    if let Some(tag) = &filter.tag {
+        conds.push(format!(
+            "(',' || tags || ',') LIKE {}",
+            quote(&format!("%,{},%", tag.trim().to_lowercase()))
+        ));
+    }
+    if let Some(dep) = filter.waiting_on {
+        conds.push(format!("num IN (SELECT task FROM task_dep WHERE dep = {})", dep.num()));
+    }
+    if let Some(assignee) = &filter.assignee {
+        conds.push(format!("assignee = {}", quote(assignee)));
+    }
+    if let Some(work_type) = &filter.work_type {
+        conds.push(format!("work_type = {}", quote(work_type)));
+    }
+    if let Some(text) = filter.text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        let escaped: String = text
+            .to_lowercase()
+            .chars()
+            .flat_map(|c| match c {
+                '%' | '_' | '\\' => vec!['\\', c],
+                c => vec![c],
+            })
+            .collect();
+        let pattern = quote(&format!("%{escaped}%"));
+        conds.push(format!(
+            "(lower(title) LIKE {pattern} ESCAPE '\\' OR lower(body) LIKE {pattern} ESCAPE '\\')"
+        ));
+    }
+    if let Some(day) = filter.due_before {
+        conds.push(format!("due IS NOT NULL AND due < {}", quote(&day.to_string())));
+    }
+    // The sort key and its direction; the id breaks ties, ascending.
+    let (key, descending) = match filter.order {
+        ListOrder::Id => (None, false),
+        ListOrder::Due => (Some("coalesce(due, '9999-12-31')"), false),
+        ListOrder::Priority => (Some("priority"), true),
+        ListOrder::Updated => (Some("updated_at"), true),
+    };
+    if let Some(after) = filter.after {
+        let num = after.num();
+        conds.push(match key {
+            None => format!("num > {num}"),
+            Some(key) => {
+                let cursor = format!("(SELECT {key} FROM task WHERE num = {num})");
+                let beyond = if descending { "<" } else { ">" };
+                format!("({key} {beyond} {cursor} OR ({key} = {cursor} AND num > {num}))")
+            }
+        });
+    }
+    let mut sql = format!("SELECT {COLUMNS} FROM task");
+    if !conds.is_empty() {
+        sql.push_str(&format!(" WHERE {}", conds.join(" AND ")));
+    }
+    match key {
+        None => sql.push_str(" ORDER BY num"),
+        Some(key) => {
+            sql.push_str(&format!(" ORDER BY {key} {}, num", if descending { "DESC" } else { "ASC" }))
+        }
+    }
+    if let Some(limit) = filter.limit {
+        sql.push_str(&format!(" LIMIT {limit}"));
+    }
+    sql
+}
+
 fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }

@@ -50,6 +50,7 @@ macro_rules! store_contract_tests {
             closed_rows_untouched_by_upsert,
             edit_reads_back_and_refuses_cycles,
             list_filters,
+            i2_list_orders_and_filters_page_like_a_sort,
             s1_claim_is_committed_before_the_run_and_fenced_by_attempt,
             s1_concurrent_claims_of_one_row_give_it_once,
             s3_three_failures_park_the_row,
@@ -536,6 +537,110 @@ pub async fn list_filters<B: Backend>(backend: &B) {
     store.edit(added[0], unwait, Actor::Human("p".into()), t0()).await.expect("edit");
     assert_eq!(titles(waiting(first[0].id).await.expect("list")), ["e"]);
     assert!(waiting(added[1]).await.expect("list").is_empty());
+}
+
+/// I2: every order of `list` pages (keyset, a few rows a page) through exactly the rows a sort
+/// of the whole ledger gives, ties broken by id, and every filter keeps exactly the rows its
+/// rule keeps — text search literal (`%` and `_` are not wildcards) and in any ASCII case.
+pub async fn i2_list_orders_and_filters_page_like_a_sort<B: Backend>(backend: &B) {
+    use crate::ListOrder;
+    let store = backend.open().await;
+    let items: Vec<Item> = (0..40u32)
+        .map(|n| {
+            let mut it = item(&format!("row {n} {}", ["Alpha", "beta", "100% done", "a_b"][n as usize % 4]));
+            it.body = if n % 5 == 0 { "see the SPREADSHEET".into() } else { String::new() };
+            it.project = ["PJ-A", "PJ-B"][n as usize % 2].into();
+            it.assignee = ["ann", "bob", ""][n as usize % 3].into();
+            it.work_type = ["mail", "code"][n as usize % 2].into();
+            it.priority = i64::from(n % 4);
+            it.due = (n % 3 != 0).then(|| jiff::civil::date(2026, 1, 1 + (n % 7) as i8));
+            it.status = Some([Status::Pending, Status::Done, Status::Review][n as usize % 3]);
+            it
+        })
+        .collect();
+    store.upsert(batch(items)).await.expect("upsert");
+    // Different update times: a few rows edited later.
+    for (n, minutes) in [(3u64, 5), (7, 2), (11, 9)] {
+        let edit = TaskEdit { correction: Some("later".into()), ..TaskEdit::default() };
+        let at = t0() + SignedDuration::from_mins(minutes);
+        store.edit(TaskId::new(n), edit, Actor::Human("p".into()), at).await.expect("edit");
+    }
+    let everything = all(&store).await;
+    let pages = |order: ListOrder, base: ListFilter| {
+        let store = &store;
+        async move {
+            let mut seen: Vec<Task> = Vec::new();
+            loop {
+                let filter =
+                    ListFilter { order, after: seen.last().map(|t| t.id), limit: Some(3), ..base.clone() };
+                let page = store.list(filter).await.expect("page");
+                if page.is_empty() {
+                    return seen;
+                }
+                seen.extend(page);
+            }
+        }
+    };
+    for order in ListOrder::ALL {
+        let mut want = everything.clone();
+        match order {
+            ListOrder::Id => want.sort_by_key(|t| t.id),
+            ListOrder::Due => want.sort_by_key(|t| (t.due.is_none(), t.due, t.id)),
+            ListOrder::Priority => want.sort_by_key(|t| (std::cmp::Reverse(t.priority), t.id)),
+            ListOrder::Updated => want.sort_by_key(|t| (std::cmp::Reverse(t.updated_at), t.id)),
+        }
+        let got = pages(order, ListFilter::default()).await;
+        let ids = |rows: &[Task]| rows.iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(ids(&got), ids(&want), "{order:?}");
+        // With filters: open rows of PJ-A, in the same order.
+        let open = vec![Status::Pending, Status::Review];
+        let base =
+            ListFilter { project: Some("PJ-A".into()), statuses: open.clone(), ..ListFilter::default() };
+        let got = pages(order, base).await;
+        let want: Vec<TaskId> =
+            want.iter().filter(|t| t.project == "PJ-A" && open.contains(&t.status)).map(|t| t.id).collect();
+        assert_eq!(ids(&got), want, "{order:?} filtered");
+    }
+    let only = |filter: ListFilter| {
+        let store = &store;
+        async move { store.list(filter).await.expect("list").iter().map(|t| t.id).collect::<Vec<_>>() }
+    };
+    let want = |keep: &dyn Fn(&Task) -> bool| {
+        everything.iter().filter(|t| keep(t)).map(|t| t.id).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        only(ListFilter { assignee: Some("bob".into()), ..ListFilter::default() }).await,
+        want(&|t| t.assignee == "bob")
+    );
+    assert_eq!(
+        only(ListFilter { work_type: Some("mail".into()), ..ListFilter::default() }).await,
+        want(&|t| t.work_type == "mail")
+    );
+    let day = jiff::civil::date(2026, 1, 4);
+    assert_eq!(
+        only(ListFilter { due_before: Some(day), ..ListFilter::default() }).await,
+        want(&|t| t.due.is_some_and(|d| d < day))
+    );
+    assert_eq!(
+        only(ListFilter { text: Some("ALPHA".into()), ..ListFilter::default() }).await,
+        want(&|t| t.title.contains("Alpha"))
+    );
+    assert_eq!(
+        only(ListFilter { text: Some("100%".into()), ..ListFilter::default() }).await,
+        want(&|t| t.title.contains("100%"))
+    );
+    assert_eq!(
+        only(ListFilter { text: Some("a_b".into()), ..ListFilter::default() }).await,
+        want(&|t| t.title.contains("a_b"))
+    );
+    assert_eq!(
+        only(ListFilter { text: Some("spreadsheet".into()), ..ListFilter::default() }).await,
+        want(&|t| !t.body.is_empty())
+    );
+    assert!(
+        only(ListFilter { text: Some("it's".into()), ..ListFilter::default() }).await.is_empty(),
+        "a quote is text"
+    );
 }
 
 fn claim_request(task: TaskId, worker: &str, now: Timestamp) -> ClaimRequest {

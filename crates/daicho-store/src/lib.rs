@@ -199,10 +199,55 @@ pub struct ListFilter {
     pub tag: Option<String>,
     /// Only rows that wait on this task (its dependents).
     pub waiting_on: Option<TaskId>,
-    /// Only rows after this id (keyset paging: pass the last id of the previous page).
+    /// Only rows with this assignee.
+    pub assignee: Option<String>,
+    /// Only rows of this work type.
+    pub work_type: Option<String>,
+    /// Only rows whose title or body contains this text (ASCII letters in any case).
+    pub text: Option<String>,
+    /// Only rows due before this day (with `statuses` open: the overdue ones).
+    pub due_before: Option<jiff::civil::Date>,
+    /// The order of the rows, and of keyset pages.
+    pub order: ListOrder,
+    /// Only rows after this one in `order` (keyset paging: pass the last id of the previous
+    /// page).
     pub after: Option<TaskId>,
     /// At most this many rows.
     pub limit: Option<usize>,
+}
+
+/// The order of a listing; every order ends with the id, so pages never skip or repeat a row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ListOrder {
+    /// By id.
+    #[default]
+    Id,
+    /// By due date, undated last.
+    Due,
+    /// Larger priority first.
+    Priority,
+    /// Most recently changed first.
+    Updated,
+}
+
+impl ListOrder {
+    /// Every order, as named in URLs and on the command line.
+    pub const ALL: [ListOrder; 4] = [ListOrder::Id, ListOrder::Due, ListOrder::Priority, ListOrder::Updated];
+
+    /// The order's name (`id`, `due`, `priority`, `updated`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListOrder::Id => "id",
+            ListOrder::Due => "due",
+            ListOrder::Priority => "priority",
+            ListOrder::Updated => "updated",
+        }
+    }
+
+    /// The order a name means.
+    pub fn parse(name: &str) -> Option<ListOrder> {
+        ListOrder::ALL.into_iter().find(|o| o.as_str() == name)
+    }
 }
 
 /// A task in the approval queue (S2).

@@ -53,7 +53,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let statuses = parse_statuses(&args.status)?;
     let (project, source, tag, after, limit) = (args.project, args.source, args.tag, args.after, args.limit);
     let waiting_on = args.waiting_on;
-    let filter = ListFilter { project, statuses, source, tag, waiting_on, after, limit };
+    let filter =
+        ListFilter { project, statuses, source, tag, waiting_on, after, limit, ..ListFilter::default() };
     let tasks = ctx.reader().await?.list(filter).await?;
     let text = match tasks.len() {
         0 => "no tasks".to_owned(),
