@@ -699,6 +699,13 @@ impl Store for PgStore {
         })
     }
 
+    async fn change_mark(&self) -> Result<u64> {
+        in_tx!(self, |tx| {
+            let n: i64 = tx.query_one(codec::CHANGE_MARK_SQL, &[]).await.map_err(backend)?.get(0);
+            n.max(0) as u64
+        })
+    }
+
     async fn reject(&self, id: TaskId, reason: String, actor: Actor, now: Timestamp) -> Result<Task> {
         let edit = daicho_store::ends::reject_edit(&reason)?;
         in_tx!(self, lock, |tx| {

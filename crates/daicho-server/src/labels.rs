@@ -70,6 +70,8 @@ pub(crate) struct Labels {
     pub more_columns: &'static str,
     pub fewer_columns: &'static str,
     pub filtered: &'static str,
+    pub stale: &'static str,
+    pub reload: &'static str,
 }
 
 pub(crate) const EN: Labels = Labels {
@@ -119,6 +121,8 @@ pub(crate) const EN: Labels = Labels {
     more_columns: "more columns",
     fewer_columns: "fewer columns",
     filtered: "filtered",
+    stale: "The ledger changed since this page was opened.",
+    reload: "Show the changes",
     paused: "Paused: nothing runs until resumed.",
     pause: "Pause",
     resume: "Resume",
@@ -189,6 +193,8 @@ pub(crate) const JA: Labels = Labels {
     more_columns: "すべての列",
     fewer_columns: "主な列だけ",
     filtered: "絞り込み中",
+    stale: "このページを開いた後に台帳が変わりました。",
+    reload: "変更を表示",
     paused: "一時停止中: 再開するまで何も実行しません。",
     pause: "一時停止",
     resume: "再開",

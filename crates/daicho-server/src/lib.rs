@@ -103,6 +103,9 @@ pub struct AppState<S> {
     /// What the guard checks every request against (the token, the public URL's origin).
     rules: security::Rules,
     metrics: Arc<Metrics>,
+    /// Turns true when the server stops taking requests: endless responses (the pages' live
+    /// `/events`) end then, so a graceful stop does not wait on an open browser tab.
+    closing: tokio::sync::watch::Receiver<bool>,
 }
 
 impl<S> AppState<S> {
@@ -119,6 +122,7 @@ impl<S> AppState<S> {
 pub struct Bound {
     listener: tokio::net::TcpListener,
     router: Router,
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// Checks the options, then binds the address. A non-loopback address needs an access token
@@ -147,8 +151,10 @@ pub async fn bind<S: Store + 'static>(
         .await
         .map_err(|source| ServerError::Bind { addr: options.bind, source })?;
     let rules = security::Rules { token: options.token.clone(), public };
-    let state = Arc::new(AppState { engine, csrf: security::random_token(), rules, options, metrics });
-    Ok(Bound { listener, router: router(state) })
+    let (closing, closing_rx) = tokio::sync::watch::channel(false);
+    let csrf = security::random_token();
+    let state = Arc::new(AppState { engine, csrf, rules, options, metrics, closing: closing_rx });
+    Ok(Bound { listener, router: router(state), closing })
 }
 
 impl Bound {
@@ -163,6 +169,11 @@ impl Bound {
     ///
     /// An I/O error of the listener.
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+        let closing = self.closing;
+        let shutdown = async move {
+            shutdown.await;
+            let _ = closing.send(true);
+        };
         axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await
     }
 

@@ -54,12 +54,53 @@ pub(crate) fn routes<S: Store + 'static>() -> Router<Arc<AppState<S>>> {
         .route("/pause", post(pause::<S>))
         .route("/resume", post(resume::<S>))
         .route("/daicho.css", get(stylesheet))
+        .route("/daicho.js", get(script))
+        .route("/events", get(events::<S>))
 }
 
 /// The pages' one stylesheet: the content security policy allows no inline style.
 async fn stylesheet() -> Response {
     let headers = [(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "max-age=300")];
     (headers, include_str!("../assets/daicho.css")).into_response()
+}
+
+/// The pages' one script, a progressive enhancement: open pages follow the ledger (every form
+/// works without it).
+async fn script() -> Response {
+    let headers =
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "max-age=300")];
+    (headers, include_str!("../assets/daicho.js")).into_response()
+}
+
+/// How often `/events` looks at the ledger's change mark.
+const EVENTS_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `/events`: server-sent events for open pages (I2) — `change` whenever the ledger's change
+/// mark moves (a sync, a run, a person's edit anywhere), so the page can update without the
+/// person reloading it. The mark is two index lookups, looked at once a second per open page.
+async fn events<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let first = state.store().change_mark().await.ok();
+    let closing = state.closing.clone();
+    let stream =
+        futures_util::stream::unfold((state, first, closing), |(state, mut seen, mut closing)| async move {
+            loop {
+                // The server stopping ends the stream (and the response) at once.
+                tokio::select! {
+                    () = tokio::time::sleep(EVENTS_POLL) => {}
+                    _ = closing.wait_for(|closing| *closing) => return None,
+                }
+                // A ledger out of reach for a moment is no change; the next look tries again.
+                let Ok(mark) = state.store().change_mark().await else { continue };
+                if seen.is_some_and(|s| s != mark) {
+                    seen = Some(mark);
+                    let event = Event::default().event("change").data(mark.to_string());
+                    return Some((Ok::<_, std::convert::Infallible>(event), (state, seen, closing)));
+                }
+                seen = Some(mark);
+            }
+        });
+    Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
 }
 
 /// Rows of a ledger page.

@@ -390,6 +390,16 @@ impl Store for SqliteStore {
         self.read(move |tx| runs::decisions_in(tx, limit)).await
     }
 
+    async fn change_mark(&self) -> Result<u64> {
+        self.with_conn(|conn| {
+            conn.prepare_cached(codec::CHANGE_MARK_SQL)
+                .and_then(|mut s| s.query_row([], |r| r.get::<_, i64>(0)))
+                .map(|n| n.max(0) as u64)
+                .map_err(backend)
+        })
+        .await
+    }
+
     async fn approve(&self, id: TaskId, actor: Actor, now: Timestamp) -> Result<Task> {
         self.write(move |tx| runs::approve_in(tx, id, &actor, now)).await
     }

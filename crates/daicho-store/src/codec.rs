@@ -279,6 +279,11 @@ pub fn list_sql(filter: &crate::ListFilter) -> String {
     sql
 }
 
+/// [`crate::Store::change_mark`]: the journal's last sequence number plus the approval queue's
+/// entries ever made (both only grow; a decision is journaled).
+pub const CHANGE_MARK_SQL: &str =
+    "SELECT (SELECT coalesce(max(seq), 0) FROM journal) + (SELECT count(*) FROM approval)";
+
 fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }

@@ -51,6 +51,7 @@ macro_rules! store_contract_tests {
             edit_reads_back_and_refuses_cycles,
             list_filters,
             i2_list_orders_and_filters_page_like_a_sort,
+            i2_the_change_mark_grows_with_every_change_and_only_then,
             s1_claim_is_committed_before_the_run_and_fenced_by_attempt,
             s1_concurrent_claims_of_one_row_give_it_once,
             s3_three_failures_park_the_row,
@@ -641,6 +642,36 @@ pub async fn i2_list_orders_and_filters_page_like_a_sort<B: Backend>(backend: &B
         only(ListFilter { text: Some("it's".into()), ..ListFilter::default() }).await.is_empty(),
         "a quote is text"
     );
+}
+
+/// I2: the change mark open pages watch grows with every write a page shows — an upsert, an
+/// edit, a task queued for approval, an approval, a claim — and stays put across reads and a
+/// restart.
+pub async fn i2_the_change_mark_grows_with_every_change_and_only_then<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let mark = || async { store.change_mark().await.expect("mark") };
+    let m0 = mark().await;
+    let ids = store.upsert(batch(vec![item("a"), item("b")])).await.expect("upsert").added;
+    let m1 = mark().await;
+    assert!(m1 > m0);
+    store.list(ListFilter::default()).await.expect("list");
+    store.ready(t0(), 10).await.expect("ready");
+    assert_eq!(mark().await, m1, "reads change nothing");
+    let edit = TaskEdit { correction: Some("c".into()), ..TaskEdit::default() };
+    store.edit(ids[0], edit, Actor::Human("p".into()), t0()).await.expect("edit");
+    let m2 = mark().await;
+    assert!(m2 > m1);
+    store.queue_approvals(vec![ids[1]], "test".into(), t0()).await.expect("queue");
+    let m3 = mark().await;
+    assert!(m3 > m2, "queued for approval");
+    store.approve(ids[1], Actor::Human("p".into()), t0()).await.expect("approve");
+    let m4 = mark().await;
+    assert!(m4 > m3);
+    claimed(&store, claim_request(ids[0], "w", t0())).await;
+    let m5 = mark().await;
+    assert!(m5 > m4);
+    drop(store);
+    assert_eq!(backend.open().await.change_mark().await.expect("mark"), m5, "a restart keeps it");
 }
 
 fn claim_request(task: TaskId, worker: &str, now: Timestamp) -> ClaimRequest {

@@ -833,6 +833,11 @@ pub trait Store: Send + Sync {
     /// The decisions people made on external tasks, latest first, at most `limit`.
     fn decisions(&self, limit: usize) -> impl Future<Output = Result<Vec<Decided>>> + Send;
 
+    /// A number that grows with every change of the ledger a page shows (every journaled write,
+    /// every task queued for approval) and never goes back: open pages compare it to know when
+    /// to update (I2). Cheap: two index lookups.
+    fn change_mark(&self) -> impl Future<Output = Result<u64>> + Send;
+
     /// A person approves a queued (or any external) task: ticks `run` and closes its queue
     /// entry, journaled. Returns the row as stored.
     ///
@@ -941,6 +946,7 @@ macro_rules! delegate_store {
                 now: $crate::__deps::jiff::Timestamp
             ) -> $crate::Result<$crate::__deps::daicho_core::Task>;
             decisions(limit: usize) -> $crate::Result<Vec<$crate::Decided>>;
+            change_mark() -> $crate::Result<u64>;
             approve(
                 id: $crate::__deps::daicho_core::TaskId,
                 actor: $crate::__deps::daicho_core::Actor,

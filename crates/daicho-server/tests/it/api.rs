@@ -584,3 +584,38 @@ async fn i2_the_web_ui_speaks_japanese_in_more_lines_and_the_journal() {
     assert!(task.contains("状態: 未着手 → 完了"), "{task}");
     assert!(!task.contains("status:"), "{task}");
 }
+
+/// I2: `/events` says `change` when the ledger changes, and a server with a page listening still
+/// stops at once (the endless response ends with the server).
+#[tokio::test]
+async fn i2_events_announce_changes_and_do_not_hold_up_a_stop() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = std::sync::Arc::new(
+        daicho_sqlite::SqliteStore::open(dir.path().join("l.db"), Default::default()).await.expect("open"),
+    );
+    let config = daicho_engine::Config::parse(crate::CONFIG, "test.toml").expect("config");
+    let engine = std::sync::Arc::new(daicho_engine::Engine::new(std::sync::Arc::clone(&store), config, None));
+    let options = ServerOptions { bind: "127.0.0.1:0".parse().expect("addr"), ..ServerOptions::default() };
+    let running =
+        daicho_server::bind(engine, options, Default::default()).await.expect("bind").spawn().expect("spawn");
+    let url = format!("http://{}/events", running.local_addr());
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut events = reqwest::get(&url).await.expect("events");
+    assert_eq!(events.headers()["content-type"], "text/event-stream");
+    let batch = daicho_store::Batch {
+        items: vec![crate::item("new", "PJ-01", "", "")],
+        actor: daicho_core::Actor::Human("p".into()),
+        now: jiff::Timestamp::now(),
+        file: "test".into(),
+        unknown_deps: daicho_store::UnknownDeps::Refuse,
+    };
+    store.upsert(batch).await.expect("upsert");
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.contains("event: change") {
+        let chunk = tokio::time::timeout_at(deadline, events.chunk()).await.expect("an event within 10 s");
+        seen.push_str(&String::from_utf8_lossy(&chunk.expect("chunk").expect("open")));
+    }
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(5), running.stop()).await;
+    assert!(matches!(stopped, Ok(Ok(()))), "the server stopped with /events open: {stopped:?}");
+}

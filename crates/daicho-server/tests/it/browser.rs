@@ -141,12 +141,16 @@ async fn i2_a_person_works_the_ledger_and_the_approval_queue_in_a_real_browser()
     server.store.queue_approvals(vec![ids[2]], "test".into(), jiff::Timestamp::now()).await.expect("queue");
     let client = browser(&driver).await;
     {
-        // The ledger of PJ-01: the hostile title shows as text, and the page runs no script.
+        // The ledger of PJ-01: the hostile title shows as text, and the page runs no script but
+        // the site's own file.
         client.goto(&server.url("/p/PJ-01")).await.expect("goto ledger");
         let title = text(&client, &format!("#row-{} td.title", ids[1])).await;
         assert_eq!(title, "<script>alert(1)</script>");
-        let scripts = client.execute("return document.scripts.length", vec![]).await.expect("execute");
-        assert_eq!(scripts, serde_json::json!(0));
+        let scripts = client
+            .execute("return [...document.scripts].map(s => s.getAttribute('src'))", vec![])
+            .await
+            .expect("execute");
+        assert_eq!(scripts, serde_json::json!(["/daicho.js"]));
         let overdue = client.find(Locator::Css(&format!("#row-{}", ids[0]))).await.expect("row");
         assert!(overdue.attr("class").await.expect("class").unwrap_or_default().contains("overdue"));
         // The stylesheet applies under the content security policy (no inline style is allowed).
@@ -547,6 +551,73 @@ async fn i2_every_page_is_photographed_at_desktop_and_phone_sizes_in_both_langua
         }
         client.close().await.expect("close the browser");
     }
+}
+
+/// I2 (issue 18, item 5): an open ledger page follows the ledger without a reload by hand — a
+/// write elsewhere shows within seconds — but a page a person is typing in is never reloaded
+/// under them: it says the ledger changed instead, and the typed text stays.
+#[tokio::test]
+async fn i2_an_open_page_follows_the_ledger_but_never_under_a_persons_typing() {
+    let Some(driver) = driver().await else { return };
+    let server = TestServer::start(ServerOptions::default()).await;
+    let ids = server.seed(vec![item("first", "PJ-01", "", ""), item("second", "PJ-01", "", "")]).await;
+    let client = browser(&driver).await;
+    client.goto(&server.url("/p/PJ-01")).await.expect("goto ledger");
+    client.execute("window.__same_page = true; return 1", vec![]).await.expect("mark the page");
+    let edit = |status: Status| daicho_core::edit::TaskEdit { status: Some(status), ..Default::default() };
+    server
+        .store
+        .edit(
+            ids[0],
+            edit(Status::Done),
+            daicho_core::Actor::Human("elsewhere".into()),
+            jiff::Timestamp::now(),
+        )
+        .await
+        .expect("edit");
+    let status_of = format!("return document.querySelector('select[form=edit-{}]').value", ids[0]);
+    let mut shown = serde_json::Value::Null;
+    for _ in 0..100 {
+        shown = client.execute(&status_of, vec![]).await.unwrap_or_default();
+        if shown == serde_json::json!("done") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(shown, serde_json::json!("done"), "the page shows the write within 10 s");
+    let same = client.execute("return window.__same_page === true", vec![]).await.expect("same page");
+    assert_eq!(same, serde_json::json!(false), "the page was loaded again");
+
+    // Typing: the next change does not reload; the notice shows and the text stays.
+    client.execute("window.__same_page = true; return 1", vec![]).await.expect("mark the page");
+    let area = client.find(Locator::Css(&format!("textarea[form=edit-{}]", ids[1]))).await.expect("textarea");
+    area.send_keys("half a correction").await.expect("type");
+    server
+        .store
+        .edit(
+            ids[0],
+            edit(Status::Review),
+            daicho_core::Actor::Human("elsewhere".into()),
+            jiff::Timestamp::now(),
+        )
+        .await
+        .expect("edit");
+    let visible = "return !document.getElementById('stale').hidden";
+    let mut stale = serde_json::Value::Null;
+    for _ in 0..100 {
+        stale = client.execute(visible, vec![]).await.unwrap_or_default();
+        if stale == serde_json::json!(true) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(stale, serde_json::json!(true), "the notice shows");
+    let same = client.execute("return window.__same_page === true", vec![]).await.expect("same page");
+    assert_eq!(same, serde_json::json!(true), "not reloaded under the person");
+    let typed =
+        client.find(Locator::Css(&format!("textarea[form=edit-{}]", ids[1]))).await.expect("textarea");
+    assert_eq!(typed.prop("value").await.expect("value").as_deref(), Some("half a correction"));
+    client.close().await.expect("close the browser");
 }
 
 /// V6: seed 002's plan in its crash state (t1, t2 done, t3 running) drawn in the browser: the
