@@ -16,7 +16,7 @@ use daicho_store::Store as _;
 const PROJECTS: usize = 10;
 const TASKS: usize = 1_000;
 
-fn env_usize(name: &str, default: usize) -> usize {
+pub(crate) fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 

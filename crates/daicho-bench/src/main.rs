@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo build --release -p daicho -p daicho-bench
-//! target/release/daicho-bench [merge|ledger|all]
+//! target/release/daicho-bench [merge|ledger|claims|postgres|sync|load|pages|all]
 //! ```
 //!
 //! - `merge`: `merge_plan` with 1,000,000 existing rows and 100,000 incoming items (goal < 1 s);
@@ -24,10 +24,15 @@
 //!   patches mixed): requests per second, p50/p99 latency, errors (= 0) and lost updates (= 0:
 //!   every acknowledged patch is in the journal).
 //!
+//! - `pages`: every web page (cross view, ledger with filters, sorts and a keyset page, graph,
+//!   approvals, task, `/metrics`) on a 100,000-row project (`DAICHO_BENCH_PAGE_ROWS`), median and
+//!   slowest of 10 loopback requests to `daicho serve` (goal < 100 ms each).
+//!
 //! The `daicho` binary is looked for beside this one (`target/release/daicho`) unless
 //! `DAICHO_BIN` names it.
 
 mod load;
+mod pages;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -44,6 +49,7 @@ fn main() {
         "postgres" => bench_postgres(),
         "sync" => bench_sync(),
         "load" => load::bench_load(),
+        "pages" => pages::bench_pages(),
         "all" => {
             bench_merge();
             bench_ledger();
@@ -51,9 +57,12 @@ fn main() {
             bench_postgres();
             bench_sync();
             load::bench_load();
+            pages::bench_pages();
         }
         other => {
-            eprintln!("usage: daicho-bench [merge|ledger|claims|postgres|sync|load|all] (got '{other}')");
+            eprintln!(
+                "usage: daicho-bench [merge|ledger|claims|postgres|sync|load|pages|all] (got '{other}')"
+            );
             std::process::exit(2);
         }
     }
