@@ -4,6 +4,7 @@
 mod api;
 mod authority;
 mod browser;
+mod chrome;
 mod concurrency;
 mod guard;
 

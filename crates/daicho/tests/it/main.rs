@@ -2,6 +2,8 @@
 
 mod agents;
 mod authority;
+#[path = "../../../daicho-server/tests/it/chrome.rs"]
+mod chrome;
 mod claims;
 mod cli;
 mod doctor;
@@ -17,6 +19,7 @@ mod plan;
 mod readme;
 mod serve;
 mod sync;
+mod ui;
 mod view;
 mod writeback;
 
