@@ -56,18 +56,7 @@ pub fn bench_load() {
     )
     .expect("write config");
     crate::run(&bin, &db, &["import", &tasks.display().to_string()], None);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
-    let mut serve = Command::new(&bin)
-        .arg("--db")
-        .arg(&db)
-        .arg("--config")
-        .arg(&config)
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .current_dir(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("daicho serve starts");
+    let (port, mut serve) = serve(&bin, &db, Some(&config), &dir);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let figures = runtime.block_on(drive(port, clients, workers, Duration::from_secs(secs as u64)));
     let _ = Command::new("kill").args(["-TERM", &serve.id().to_string()]).status();
@@ -111,6 +100,30 @@ pub fn bench_load() {
     if !errors.is_empty() || lost > 0 || missing > 0 || doubled > 0 {
         std::process::exit(1);
     }
+}
+
+/// `daicho serve` on a free loopback port in `dir`, its output discarded; returns the port and
+/// the process.
+pub(crate) fn serve(
+    bin: &std::path::Path,
+    db: &std::path::Path,
+    config: Option<&std::path::Path>,
+    dir: &std::path::Path,
+) -> (u16, std::process::Child) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let mut command = Command::new(bin);
+    command.arg("--db").arg(db);
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    let child = command
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("daicho serve starts");
+    (port, child)
 }
 
 fn tempfile_dir() -> std::path::PathBuf {

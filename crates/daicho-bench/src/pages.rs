@@ -1,7 +1,7 @@
 //! `daicho-bench pages`: every web page on a large ledger (issue 18: under 100 ms each on
 //! 100,000 rows), timed from a loopback client against `daicho serve`, next to the limit.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The limit a page must stay under.
@@ -21,16 +21,7 @@ pub fn bench_pages() {
     let started = Instant::now();
     let sample = runtime.block_on(seed(&db, rows));
     eprintln!("pages: seeded {rows} rows in {:.1} s", started.elapsed().as_secs_f64());
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
-    let mut serve = Command::new(&bin)
-        .arg("--db")
-        .arg(&db)
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .current_dir(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("daicho serve starts");
+    let (port, mut serve) = crate::load::serve(&bin, &db, None, &dir);
     let pages = [
         "/".to_owned(),
         "/p/PJ-01".to_owned(),

@@ -499,21 +499,9 @@ fn clip_width(text: &str, width: usize) -> String {
     out
 }
 
-/// Escapes text for XML content and attributes.
+/// Escapes text for SVG content and attributes.
 fn xml(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::format::escape_markup(&text.replace(['\n', '\r', '\t'], " "))
 }
 
 fn dot_escape(text: &str) -> String {

@@ -167,20 +167,7 @@ pub fn markdown(view: &CrossView) -> String {
     out
 }
 /// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use daicho_core::format::escape_markup as escape;
 
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse}\
 th,td{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}\

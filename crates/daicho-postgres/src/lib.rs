@@ -783,9 +783,7 @@ async fn decide(
     now: Timestamp,
 ) -> Result<()> {
     tx.execute(
-        "INSERT INTO approval (task, queued_at, decided_at, decided_by, decision, reason) \
-         VALUES ($1, $2, $2, $3, $4, $5) ON CONFLICT (task) DO UPDATE SET decided_at = EXCLUDED.decided_at, \
-         decided_by = EXCLUDED.decided_by, decision = EXCLUDED.decision, reason = EXCLUDED.reason",
+        &codec::decide_sql(|n| format!("${n}")),
         &[&(id.num() as i64), &micros(now), &actor.to_string(), &decision.as_str(), &reason],
     )
     .await

@@ -364,15 +364,11 @@ pub(crate) fn decide_in(
     actor: &Actor,
     now: Timestamp,
 ) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO approval (task, queued_at, decided_at, decided_by, decision, reason) \
-         VALUES (?1, ?2, ?2, ?3, ?4, ?5) ON CONFLICT (task) DO UPDATE SET decided_at = ?2, \
-         decided_by = ?3, decision = ?4, reason = ?5",
-    )
-    .and_then(|mut s| {
-        s.execute(params![id.num() as i64, micros(now), actor.to_string(), decision.as_str(), reason])
-    })
-    .map_err(backend)?;
+    tx.prepare_cached(&daicho_store::codec::decide_sql(|n| format!("?{n}")))
+        .and_then(|mut s| {
+            s.execute(params![id.num() as i64, micros(now), actor.to_string(), decision.as_str(), reason])
+        })
+        .map_err(backend)?;
     Ok(())
 }
 

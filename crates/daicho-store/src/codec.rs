@@ -279,6 +279,18 @@ pub fn list_sql(filter: &crate::ListFilter) -> String {
     sql
 }
 
+/// Records a person's decision on a task's approval entry (made if the task was never queued):
+/// parameters task, time, person, decision, reason.
+pub fn decide_sql(mark: Placeholder) -> String {
+    let [task, at, by, decision, reason] = [1, 2, 3, 4, 5].map(mark);
+    format!(
+        "INSERT INTO approval (task, queued_at, decided_at, decided_by, decision, reason) \
+         VALUES ({task}, {at}, {at}, {by}, {decision}, {reason}) ON CONFLICT (task) DO UPDATE SET \
+         decided_at = excluded.decided_at, decided_by = excluded.decided_by, decision = excluded.decision, \
+         reason = excluded.reason"
+    )
+}
+
 /// [`crate::Store::change_mark`]: the journal's last sequence number plus the approval queue's
 /// entries ever made (both only grow; a decision is journaled).
 pub const CHANGE_MARK_SQL: &str =

@@ -135,6 +135,26 @@ pub fn parse_bool(text: &str) -> Result<bool, String> {
     }
 }
 
+/// Escapes text for HTML and XML (SVG) content and attribute values: the five markup characters
+/// as entities, and control characters other than tab and line breaks (which XML forbids) as
+/// spaces.
+pub fn escape_markup(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Shortens text for one line of a table or a message: its first line, at most `max`
 /// characters, with `…` when anything was cut.
 pub fn clip(text: &str, max: usize) -> String {

@@ -445,6 +445,19 @@ async fn i2_every_page_is_photographed_at_desktop_and_phone_sizes_in_both_langua
     }
 }
 
+/// The value `script` returns once it is `want`, or the last one after 10 s.
+async fn settled(client: &fantoccini::Client, script: &str, want: serde_json::Value) -> serde_json::Value {
+    let mut got = serde_json::Value::Null;
+    for _ in 0..100 {
+        got = client.execute(script, vec![]).await.unwrap_or_default();
+        if got == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    got
+}
+
 /// I2 (issue 18, item 5): an open ledger page follows the ledger without a reload by hand — a
 /// write elsewhere shows within seconds — but a page a person is typing in is never reloaded
 /// under them: it says the ledger changed instead, and the typed text stays.
@@ -456,26 +469,18 @@ async fn i2_an_open_page_follows_the_ledger_but_never_under_a_persons_typing() {
     let client = browser(&driver).await;
     client.goto(&server.url("/p/PJ-01")).await.expect("goto ledger");
     client.execute("window.__same_page = true; return 1", vec![]).await.expect("mark the page");
-    let edit = |status: Status| daicho_core::edit::TaskEdit { status: Some(status), ..Default::default() };
-    server
-        .store
-        .edit(
-            ids[0],
-            edit(Status::Done),
-            daicho_core::Actor::Human("elsewhere".into()),
-            jiff::Timestamp::now(),
-        )
-        .await
-        .expect("edit");
-    let status_of = format!("return document.querySelector('select[form=edit-{}]').value", ids[0]);
-    let mut shown = serde_json::Value::Null;
-    for _ in 0..100 {
-        shown = client.execute(&status_of, vec![]).await.unwrap_or_default();
-        if shown == serde_json::json!("done") {
-            break;
+    let first = ids[0];
+    let edit = |status: Status| {
+        let edit = daicho_core::edit::TaskEdit { status: Some(status), ..Default::default() };
+        let store = server.store.clone();
+        async move {
+            let elsewhere = daicho_core::Actor::Human("elsewhere".into());
+            store.edit(first, edit, elsewhere, jiff::Timestamp::now()).await.expect("edit");
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
+    edit(Status::Done).await;
+    let status_of = format!("return document.querySelector('select[form=edit-{}]').value", ids[0]);
+    let shown = settled(&client, &status_of, serde_json::json!("done")).await;
     assert_eq!(shown, serde_json::json!("done"), "the page shows the write within 10 s");
     let same = client.execute("return window.__same_page === true", vec![]).await.expect("same page");
     assert_eq!(same, serde_json::json!(false), "the page was loaded again");
@@ -484,25 +489,9 @@ async fn i2_an_open_page_follows_the_ledger_but_never_under_a_persons_typing() {
     client.execute("window.__same_page = true; return 1", vec![]).await.expect("mark the page");
     let area = client.find(Locator::Css(&format!("textarea[form=edit-{}]", ids[1]))).await.expect("textarea");
     area.send_keys("half a correction").await.expect("type");
-    server
-        .store
-        .edit(
-            ids[0],
-            edit(Status::Review),
-            daicho_core::Actor::Human("elsewhere".into()),
-            jiff::Timestamp::now(),
-        )
-        .await
-        .expect("edit");
+    edit(Status::Review).await;
     let visible = "return !document.getElementById('stale').hidden";
-    let mut stale = serde_json::Value::Null;
-    for _ in 0..100 {
-        stale = client.execute(visible, vec![]).await.unwrap_or_default();
-        if stale == serde_json::json!(true) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let stale = settled(&client, visible, serde_json::json!(true)).await;
     assert_eq!(stale, serde_json::json!(true), "the notice shows");
     let same = client.execute("return window.__same_page === true", vec![]).await.expect("same page");
     assert_eq!(same, serde_json::json!(true), "not reloaded under the person");

@@ -352,6 +352,7 @@ async fn s13_every_response_carries_the_hardening_headers() {
         "/approvals",
         &format!("/t/{draft}"),
         "/daicho.css",
+        "/daicho.js",
         "/api/v1/tasks",
         "/metrics",
         "/nope",
@@ -382,10 +383,15 @@ async fn s13_every_response_carries_the_hardening_headers() {
         .expect("post");
     assert_eq!(mcp.status().as_u16(), 200);
     check(mcp, "/mcp");
-    // The pages need nothing the policy forbids: no inline style or script, one stylesheet.
+    // The pages need nothing the policy forbids: no inline style or script, one stylesheet, one
+    // script file of the site's own.
     let page = open.client.get(open.url("/")).send().await.expect("get").text().await.expect("text");
-    assert!(!page.contains("<style") && !page.contains("style=") && !page.contains("<script"), "{page}");
+    assert!(!page.contains("<style") && !page.contains("style="), "{page}");
+    assert_eq!(page.matches("<script").count(), 1, "{page}");
+    assert!(page.contains("<script src=\"/daicho.js\" defer></script>"), "{page}");
     assert!(page.contains("<link rel=\"stylesheet\" href=\"/daicho.css\">"));
+    let js = open.client.get(open.url("/daicho.js")).send().await.expect("get");
+    assert!(js.headers()["content-type"].to_str().expect("ascii").starts_with("text/javascript"));
     let css = open.client.get(open.url("/daicho.css")).send().await.expect("get");
     assert!(css.headers()["content-type"].to_str().expect("ascii").starts_with("text/css"));
 }
