@@ -958,6 +958,22 @@ fn value_text(value: &serde_json::Value, ja: bool) -> String {
     }
 }
 
+/// A run outcome in the person's language.
+fn outcome_label(outcome: daicho_store::RunOutcome, ja: bool) -> &'static str {
+    use daicho_store::RunOutcome as O;
+    if !ja {
+        return outcome.as_str();
+    }
+    match outcome {
+        O::Running => "実行中",
+        O::Success => "成功",
+        O::Failure => "失敗",
+        O::Timeout => "時間切れ",
+        O::Lost => "喪失",
+        O::Interrupted => "中断",
+    }
+}
+
 /// A journal kind in the person's language.
 fn kind_label(kind: daicho_store::JournalKind, ja: bool) -> &'static str {
     use daicho_store::JournalKind as K;
@@ -1118,7 +1134,7 @@ async fn task_page<S: Store + 'static>(
                 started: when(run.started),
                 ended: run.finished.map(when).unwrap_or_default(),
                 duration: run.finished.map(|f| duration_text(run.started, f)).unwrap_or_default(),
-                outcome: run.outcome.to_string(),
+                outcome: outcome_label(run.outcome, ja).to_owned(),
                 class,
                 tokens,
                 error: run.error,

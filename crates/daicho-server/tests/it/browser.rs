@@ -344,6 +344,15 @@ async fn i2_a_person_filters_sorts_and_pages_the_ledger_in_a_real_browser() {
     assert_eq!(client.execute(rows, vec![]).await.expect("rows"), serde_json::json!(200));
     let headers = text(&client, "#ledger thead").await;
     assert!(!headers.contains("body") && headers.contains("failures"), "{headers}");
+    // The header stays in sight while the rows scroll under it.
+    let top = client
+        .execute(
+            "window.scrollTo(0, 3000); return document.querySelector('#ledger thead th').getBoundingClientRect().top",
+            vec![],
+        )
+        .await
+        .expect("top");
+    assert!(top.as_f64().is_some_and(|t| (0.0..2.0).contains(&t)), "the header scrolled away: {top}");
 
     // Search, then filter by assignee: the URL holds the view.
     client.find(Locator::Css("#f-q")).await.expect("search").send_keys("INVOICE").await.expect("type");
