@@ -95,8 +95,10 @@ async fn seed(db: &std::path::Path, rows: usize) -> String {
             it.priority = (n % 5) as i64;
             it.due = (n % 4 != 0).then(|| jiff::civil::date(2026, 1 + (n % 12) as i8, 1 + (n % 28) as i8));
             it.status = Some(if n * 10 < rows * 6 { Status::Done } else { Status::Pending });
+            it.ref_id = Some(format!("r{n}"));
             if n % 10 == 9 {
-                it.deps = vec![format!("T-{:04}", n)];
+                // The row before, in the same batch of 10,000.
+                it.deps = vec![format!("r{}", n - 1)];
             }
             it
         })
