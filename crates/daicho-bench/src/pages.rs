@@ -62,7 +62,7 @@ pub fn bench_pages() {
             let (median, slowest) = (times[times.len() / 2], times[times.len() - 1]);
             over += usize::from(median > LIMIT);
             println!(
-                "pages: {page:<40} median {} ms, slowest {} ms (limit {} ms, {rows} rows)",
+                "pages: {page:<40} median {}, slowest {} (limit {} ms, {rows} rows)",
                 crate::ms(median),
                 crate::ms(slowest),
                 LIMIT.as_millis()
