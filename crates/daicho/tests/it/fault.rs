@@ -507,3 +507,22 @@ fn i5_ready_without_caps_reads_no_time_zone() {
         assert!(zone_reads("[policy]\ndaily_cap = 5\n") > 0, "a daily cap counts today's runs in local time");
     }
 }
+
+/// I3 (issue 17, item 1): after a large import the WAL is checkpointed and truncated, so the
+/// next one-shot read does not rebuild the WAL's index by reading every frame of it (a 20,000
+/// row import left a WAL that `show` read thousands of times before).
+#[test]
+fn i3_a_read_after_a_large_import_does_not_read_the_whole_wal() {
+    let ledger = Ledger::new();
+    let rows: Vec<String> = (0..20_000)
+        .map(|n| format!("{{\"title\": \"row {n} of a large import\", \"project\": \"PJ\"}}"))
+        .collect();
+    ledger.file("rows.jsonl", rows.join("\n") + "\n");
+    ledger.run(&["import", "rows.jsonl"]).ok();
+    let wal = ledger.dir.path().join(".daicho/ledger.db-wal");
+    let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert!(size <= 4 << 20, "the WAL is {size} bytes after the import");
+    let (output, calls) = ledger.traced("pread64", &["show", "T-0001"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(calls.len() < 200, "{} reads for one row", calls.len());
+}
