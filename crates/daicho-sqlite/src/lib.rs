@@ -138,12 +138,12 @@ impl SqliteStore {
         R: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
     {
-        let wal = self.wal_path();
+        let (wal, busy_timeout) = (self.wal_path(), self.inner.options.busy_timeout);
         self.with_conn(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
             let out = f(&tx)?;
             tx.commit().map_err(backend)?;
-            truncate_a_large_wal(conn, &wal);
+            truncate_a_large_wal(conn, &wal, busy_timeout);
             Ok(out)
         })
         .await
@@ -244,18 +244,22 @@ const WAL_TRUNCATE_BYTES: u64 = 4 << 20;
 /// Keeps the WAL small after a large write (an import, a push, a sync) or many small ones (I3):
 /// a process that opens the ledger first rebuilds the WAL's index by reading the whole WAL
 /// (SQLite resets the shared index when no other connection has it open), so a leftover 85 MB
-/// WAL made every `daicho show` read 20,000 frames, about 30 ms. Best effort: a checkpoint that
-/// a reader holds up is tried again by a later write. Small writes never pay it, so a single
-/// `add` stays at one fsync.
-fn truncate_a_large_wal(conn: &Connection, wal: &Path) {
-    if std::fs::metadata(wal).is_ok_and(|m| m.len() > WAL_TRUNCATE_BYTES) {
-        let done = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0));
-        if let Ok(busy) = done
-            && busy != 0
-        {
-            tracing::debug!("the WAL checkpoint was held up by a reader; a later write tries again");
-        }
+/// WAL made every `daicho show` read 20,000 frames, about 30 ms. Best effort and never waiting:
+/// while a reader (a page of `serve`, another worker) still needs the WAL, the checkpoint gives
+/// up at once and a later write tries again. Small writes never pay it, so a single `add` stays
+/// at one fsync.
+fn truncate_a_large_wal(conn: &Connection, wal: &Path, busy_timeout: std::time::Duration) {
+    if !std::fs::metadata(wal).is_ok_and(|m| m.len() > WAL_TRUNCATE_BYTES) {
+        return;
     }
+    if conn.busy_timeout(std::time::Duration::ZERO).is_err() {
+        return;
+    }
+    let done = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0));
+    if !matches!(done, Ok(0)) {
+        tracing::debug!("the WAL checkpoint was held up by a reader; a later write tries again");
+    }
+    let _ = conn.busy_timeout(busy_timeout);
 }
 
 /// A `file:` URI for `path`, its reserved characters percent-encoded.

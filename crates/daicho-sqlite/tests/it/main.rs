@@ -64,6 +64,40 @@ mod sqlite_specifics {
         let ready = store.ready(jiff::Timestamp::UNIX_EPOCH, 10).await.unwrap();
         assert_eq!(ready.tasks.len(), 1, "T-0002 still waits for T-0001 after a reopen");
     }
+
+    /// I3: a write that grows the WAL past its limit truncates it, but never waits on a reader
+    /// for it: with another connection holding a snapshot, a large write returns well within the
+    /// busy timeout and the WAL stays; once the reader is gone, the next write truncates it.
+    #[tokio::test]
+    async fn i3_a_large_wal_is_truncated_without_waiting_on_readers() {
+        let backend = SqliteBackend::temp();
+        let options =
+            SqliteOptions { busy_timeout: std::time::Duration::from_secs(60), ..SqliteOptions::default() };
+        let store = SqliteStore::open(backend.dir.path().join("ledger.db"), options).await.unwrap();
+        let batch = |titles: std::ops::Range<u32>| Batch {
+            items: titles
+                .map(|n| daicho_core::Item::new(&format!("row {n} of a batch large enough"), "s"))
+                .collect(),
+            actor: daicho_core::Actor::System,
+            now: jiff::Timestamp::UNIX_EPOCH,
+            file: "x".into(),
+            unknown_deps: UnknownDeps::Refuse,
+        };
+        let wal = backend.dir.path().join("ledger.db-wal");
+        let wal_size = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        store.upsert(batch(0..10)).await.unwrap();
+        let reader = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader.query_row("SELECT count(*) FROM task", [], |r| r.get(0)).unwrap();
+        let started = std::time::Instant::now();
+        store.upsert(batch(10..20_000)).await.unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the write waited on the reader");
+        assert!(wal_size() > 4 << 20, "the reader keeps the WAL: {} bytes", wal_size());
+        reader.execute_batch("COMMIT").unwrap();
+        drop(reader);
+        store.upsert(batch(20_000..20_001)).await.unwrap();
+        assert!(wal_size() <= 4 << 20, "the next write truncates it: {} bytes", wal_size());
+    }
 }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_based_walks_keep_every_ledger_invariant() {
