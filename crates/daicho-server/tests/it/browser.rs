@@ -156,21 +156,8 @@ async fn s2_i2_a_person_sees_what_goes_out_and_decides_several_at_once_in_a_real
     let release = item("Publish the release", "PJ-01", "publish", "");
     let order = item("Order the banner", "PJ-01", "publish", "");
     let ids = server.seed(vec![mail, release, order]).await;
-    server
-        .store
-        .edit(
-            drafted[0],
-            daicho_core::edit::TaskEdit { status: Some(Status::Done), ..Default::default() },
-            daicho_core::Actor::Human("p".into()),
-            jiff::Timestamp::now(),
-        )
-        .await
-        .expect("done");
-    server
-        .store
-        .queue_approvals(ids.clone(), "sweep:run-requested".into(), jiff::Timestamp::now())
-        .await
-        .expect("queue");
+    server.set_status(drafted[0], Status::Done).await;
+    server.queue(ids.clone()).await;
 
     let client = browser(&driver).await;
     client.set_window_size(1280, 800).await.expect("window size");
@@ -243,27 +230,10 @@ async fn i2_s3_a_person_reads_a_parked_task_and_runs_it_again_in_a_real_browser(
     let mut after = item("Send the report", "PJ-01", "", "");
     after.deps = vec![flaky.to_string()];
     server.seed(vec![after]).await;
-    let done = daicho_core::edit::TaskEdit { status: Some(Status::Done), ..Default::default() };
-    server
-        .store
-        .edit(base, done, daicho_core::Actor::Human("p".into()), jiff::Timestamp::now())
-        .await
-        .expect("done");
+    server.set_status(base, Status::Done).await;
     for attempt in 1..=3u32 {
         let now = jiff::Timestamp::now();
-        let claim = daicho_store::ClaimRequest {
-            id: flaky,
-            worker: "host:7".into(),
-            action: "work".into(),
-            now,
-            lease: jiff::SignedDuration::from_mins(5),
-            require_run: false,
-            require_approval: false,
-        };
-        assert!(matches!(
-            server.store.claim(claim).await.expect("claim"),
-            daicho_store::ClaimOutcome::Claimed(_)
-        ));
+        server.claim(flaky, "host:7", now).await;
         let end = daicho_store::RunEnd::Failure {
             error: format!("exit 2: the sheet is locked ({attempt})"),
             timeout: false,
@@ -415,17 +385,8 @@ async fn i2_every_page_is_photographed_at_desktop_and_phone_sizes_in_both_langua
         let mut second = item("Publish the report with the figures", "PJ-01", "publish", "");
         second.deps = vec![first.to_string()];
         let ids = server.seed(vec![second]).await;
-        let done = daicho_core::edit::TaskEdit { status: Some(Status::Done), ..Default::default() };
-        server
-            .store
-            .edit(first, done, daicho_core::Actor::Human("p".into()), jiff::Timestamp::now())
-            .await
-            .expect("done");
-        server
-            .store
-            .queue_approvals(ids.clone(), "sweep:run-requested".into(), jiff::Timestamp::now())
-            .await
-            .expect("queue");
+        server.set_status(first, Status::Done).await;
+        server.queue(ids.clone()).await;
         let client = browser(&driver).await;
         let pages = [
             ("view", "/".to_owned()),
@@ -532,17 +493,7 @@ async fn v6_a_person_opens_the_graph_and_follows_a_node_in_a_real_browser() {
     }
     assert_eq!(ids.len(), 5);
     // t3 is claimed by a worker, as at the seed's crash.
-    let claim = daicho_store::ClaimRequest {
-        id: ids[2],
-        worker: "host:1".into(),
-        action: "work".into(),
-        now: jiff::Timestamp::now(),
-        lease: jiff::SignedDuration::from_mins(5),
-        require_run: false,
-        require_approval: false,
-    };
-    let claimed = server.store.claim(claim).await.expect("claim");
-    assert!(matches!(claimed, daicho_store::ClaimOutcome::Claimed(_)), "{claimed:?}");
+    server.claim(ids[2], "host:1", jiff::Timestamp::now()).await;
     let client = browser(&driver).await;
     client.set_window_size(1280, 800).await.expect("window size");
     client.goto(&server.url("/p/PJ-G")).await.expect("goto ledger");

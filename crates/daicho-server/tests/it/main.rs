@@ -101,6 +101,35 @@ impl TestServer {
         TestServer { base, store, client, _dir: dir, stop: Some(stop) }
     }
 
+    /// A person sets a row's status.
+    pub async fn set_status(&self, id: daicho_core::TaskId, status: daicho_core::Status) {
+        let edit = daicho_core::edit::TaskEdit { status: Some(status), ..Default::default() };
+        self.store.edit(id, edit, Actor::Human("p".into()), jiff::Timestamp::now()).await.expect("edit");
+    }
+
+    /// Queues rows for approval as the run-requested sweep would.
+    pub async fn queue(&self, ids: Vec<daicho_core::TaskId>) {
+        self.store
+            .queue_approvals(ids, "sweep:run-requested".into(), jiff::Timestamp::now())
+            .await
+            .expect("queue");
+    }
+
+    /// A worker claims a row at `now` (a five-minute lease); the claim must succeed.
+    pub async fn claim(&self, id: daicho_core::TaskId, worker: &str, now: jiff::Timestamp) {
+        let claim = daicho_store::ClaimRequest {
+            id,
+            worker: worker.into(),
+            action: "work".into(),
+            now,
+            lease: jiff::SignedDuration::from_mins(5),
+            require_run: false,
+            require_approval: false,
+        };
+        let claimed = self.store.claim(claim).await.expect("claim");
+        assert!(matches!(claimed, daicho_store::ClaimOutcome::Claimed(_)), "{claimed:?}");
+    }
+
     /// Upserts items as a producer would.
     pub async fn push(&self, items: Vec<Item>) -> Vec<daicho_core::TaskId> {
         self.upsert(items, Actor::Push("test".into())).await
