@@ -341,13 +341,75 @@ pub fn merge_plan_with_keys(
     now: Timestamp,
     next_id: u64,
 ) -> Plan {
+    match decide(existing, incoming, keys, authority, next_id) {
+        Ok(decided) => decided.plan(incoming, keys, 0..incoming.len(), now),
+        Err(refused) => Plan { next_id, refused: Some(refused), ..Plan::default() },
+    }
+}
+
+/// What happens to an item, decided over the whole input.
+#[derive(Clone, Debug)]
+enum Fate<'a> {
+    Skip(SkipReason, Option<TaskId>),
+    Patch(&'a Task),
+    Add(TaskId),
+}
+
+/// The decisions of a merge over a whole input ([`decide`]): each item's fate and id, and its
+/// dependency references resolved. Small beside the items (no row is built yet), so a store can
+/// check the new edges of the whole input at once and then build and write the rows a range at
+/// a time ([`Decided::plan`]), never holding a copy of every new row.
+#[derive(Clone, Debug)]
+pub struct Decided<'a> {
+    fates: Vec<Fate<'a>>,
+    /// The resolved deps of each item that adds or patches a row (empty for the others).
+    deps: Vec<Vec<TaskId>>,
+    /// Dependency references that name neither an item of the input nor a ledger id.
+    pub unresolved: Vec<UnresolvedDep>,
+    /// The next free id number once every addition is written.
+    pub next_id: u64,
+    /// Person-only fields a pulled source's items carried (S13), whole input.
+    ignored: Vec<FieldNote>,
+    authority: Authority,
+}
+
+/// The dependency edges an input adds or replaces, for `dag::check_new_deps`: each new row's
+/// deps, and the deps a patch fills into a row that had none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DepChange {
+    /// The row.
+    pub task: TaskId,
+    /// Its deps once written.
+    pub deps: Vec<TaskId>,
+    /// Index of the item in the input.
+    pub index: usize,
+}
+
+/// The first half of [`merge_plan_with_keys`]: what becomes of each item (its fate and id) and
+/// its dependency references resolved, over the whole input, building no row; or why the whole
+/// input is refused.
+///
+/// # Errors
+///
+/// The [`Refused`] reason, as [`Plan::refused`].
+///
+/// # Panics
+///
+/// When `keys` and `incoming` differ in length.
+pub fn decide<'a>(
+    existing: &'a [Task],
+    incoming: &[Item],
+    keys: &[Option<String>],
+    authority: Authority,
+    next_id: u64,
+) -> Result<Decided<'a>, Refused> {
     assert_eq!(keys.len(), incoming.len(), "one key per incoming item");
     let screen = authority::screen(authority, incoming);
     if let Some(note) = screen.refused {
-        return Plan { next_id, refused: Some(Refused::PersonField(note)), ..Plan::default() };
+        return Err(Refused::PersonField(note));
     }
     if let Some(refused) = duplicate_id(incoming, keys) {
-        return Plan { next_id, refused: Some(refused), ..Plan::default() };
+        return Err(refused);
     }
     // Index the incoming side (small) and scan the existing side (up to the whole ledger) once.
     let mut wanted: HashMap<&str, Option<&Task>> =
@@ -381,20 +443,20 @@ pub fn merge_plan_with_keys(
         .unwrap_or(0);
 
     // Pass 1: match every item by key and decide its fate; keep requested ids that are free.
-    enum Fate<'a> {
+    enum First<'a> {
         Skip(SkipReason, Option<TaskId>),
         Patch(&'a Task),
         Add(Option<TaskId>),
     }
     let mut first_by_key: HashMap<&str, usize> = HashMap::with_capacity(incoming.len());
     let mut first_by_row: HashMap<u64, usize> = HashMap::new();
-    let mut fates: Vec<Fate> = Vec::with_capacity(incoming.len());
+    let mut firsts: Vec<First> = Vec::with_capacity(incoming.len());
     // The ledger row each item matched, if any.
     let mut matched: Vec<Option<&Task>> = Vec::with_capacity(incoming.len());
     let mut planned: HashSet<u64> = HashSet::new();
     for (index, (item, key)) in incoming.iter().zip(keys).enumerate() {
         let Some(key) = key.as_deref() else {
-            fates.push(Fate::Skip(SkipReason::Blank, None));
+            firsts.push(First::Skip(SkipReason::Blank, None));
             matched.push(None);
             continue;
         };
@@ -405,10 +467,10 @@ pub fn merge_plan_with_keys(
         let named = requested_id.and_then(|id| by_id.get(&id.num()).copied());
         let row = match (by_key, named) {
             (Some(row), Some(other)) if other.id != row.id => {
-                return refuse_id(next_id, index, other, key);
+                return Err(refuse_id(index, other, key));
             }
             (None, Some(other)) if dedupe_key(&other.source, &other.title) != key => {
-                return refuse_id(next_id, index, other, key);
+                return Err(refuse_id(index, other, key));
             }
             (by_key, named) => by_key.or(named),
         };
@@ -417,16 +479,16 @@ pub fn merge_plan_with_keys(
         if let Some(&first_index) = first {
             // M7: the first item with a key (or for a row) wins.
             let reason = SkipReason::DuplicateInInput { first_index };
-            fates.push(Fate::Skip(reason, row.map(|r| r.id)));
+            firsts.push(First::Skip(reason, row.map(|r| r.id)));
             continue;
         }
         first_by_key.insert(key, index);
         if let Some(row) = row {
             first_by_row.insert(row.id.num(), index);
-            fates.push(if row.status.is_closed() {
-                Fate::Skip(SkipReason::Closed(row.status), Some(row.id))
+            firsts.push(if row.status.is_closed() {
+                First::Skip(SkipReason::Closed(row.status), Some(row.id))
             } else {
-                Fate::Patch(row)
+                First::Patch(row)
             });
             continue;
         }
@@ -435,33 +497,37 @@ pub fn merge_plan_with_keys(
         if let Some(id) = requested {
             planned.insert(id.num());
         }
-        fates.push(Fate::Add(requested));
+        firsts.push(First::Add(requested));
     }
+    drop(first_by_key);
 
     // Pass 2: give the other new rows fresh numbers, counting on from the largest id in use so
     // that ids grow in the order they are given.
     let max_planned = planned.iter().copied().max().unwrap_or(0);
     let mut next = next_id.max(max_existing + 1).max(max_planned + 1).max(max_dep_ref + 1);
+    let mut fates: Vec<Fate> = Vec::with_capacity(incoming.len());
     let mut resolved: Vec<Option<TaskId>> = Vec::with_capacity(incoming.len());
-    for fate in &mut fates {
-        let id = match fate {
+    for first in firsts {
+        let (fate, id) = match first {
             // A duplicate names the same task as the first item with its key.
-            Fate::Skip(SkipReason::DuplicateInInput { first_index }, None) => resolved[*first_index],
-            Fate::Skip(_, id) => *id,
-            Fate::Patch(row) => Some(row.id),
-            Fate::Add(Some(id)) => Some(*id),
-            Fate::Add(slot @ None) => {
+            First::Skip(reason @ SkipReason::DuplicateInInput { first_index }, None) => {
+                let id = resolved[first_index];
+                (Fate::Skip(reason, None), id)
+            }
+            First::Skip(reason, id) => (Fate::Skip(reason, id), id),
+            First::Patch(row) => (Fate::Patch(row), Some(row.id)),
+            First::Add(Some(id)) => (Fate::Add(id), Some(id)),
+            First::Add(None) => {
                 // Every number from `next` on is free: above the ledger's counter, every
                 // existing row, every id kept in pass 1 and every id named as a dep.
                 let id = TaskId::new(next);
                 next += 1;
-                *slot = Some(id);
-                Some(id)
+                (Fate::Add(id), Some(id))
             }
         };
         resolved.push(id);
+        fates.push(fate);
     }
-    let next_id = next;
 
     // References: an item's own id (as written) names the row it resolved to.
     let mut refs: HashMap<RefKey, TaskId> = HashMap::new();
@@ -470,58 +536,132 @@ pub fn merge_plan_with_keys(
             refs.entry(RefKey::of(reference)).or_insert(*id);
         }
     }
+    drop(resolved);
+    let mut unresolved = Vec::new();
+    let deps = incoming
+        .iter()
+        .zip(&fates)
+        .enumerate()
+        .map(|(index, (item, fate))| match fate {
+            Fate::Skip(..) => Vec::new(),
+            Fate::Patch(_) | Fate::Add(_) => resolve_deps(item, index, &refs, &mut unresolved),
+        })
+        .collect();
 
     // A pulled item that repeats what its row already holds (a file daicho wrote back into)
     // overwrites nothing: only fields that differ are reported as ignored.
     let mut ignored = screen.ignored;
     ignored
         .retain(|note| !matched[note.index].is_some_and(|row| note.field.agrees(&incoming[note.index], row)));
-    let mut plan = Plan { next_id, ignored, ..Plan::default() };
-    for (index, (item, fate)) in incoming.iter().zip(fates).enumerate() {
-        match fate {
-            Fate::Skip(reason, id) => {
-                plan.skip.push(Skip { index, line: item.line, title: item.title.clone(), id, reason })
-            }
-            Fate::Patch(row) => {
-                let deps = resolve_deps(item, index, &refs, &mut plan.unresolved);
-                let kept = kept_cells(row, item, &deps);
-                let fields = fill_empty_cells(row, item, deps);
-                if fields.is_empty() {
-                    let reason = if kept.is_empty() { SkipReason::Unchanged } else { SkipReason::Kept(kept) };
-                    plan.skip.push(Skip {
-                        index,
-                        line: item.line,
-                        title: item.title.clone(),
-                        id: Some(row.id),
-                        reason,
-                    });
-                } else {
-                    plan.patch.push(Patch { id: row.id, index, line: item.line, fields });
-                }
-            }
-            Fate::Add(id) => {
-                let id = id.expect("pass 2 assigns an id to every addition");
-                let deps = resolve_deps(item, index, &refs, &mut plan.unresolved);
-                let key = keys[index].clone().expect("an addition has a key");
-                let mut task = new_row(id, item, key, deps, now);
-                if !authority.keeps_person_fields() {
-                    clear_person_fields(&mut task);
-                }
-                plan.add.push(Addition { task, index, line: item.line });
-            }
-        }
-    }
-    plan
+    Ok(Decided { fates, deps, unresolved, next_id: next, ignored, authority })
 }
 
-fn refuse_id(next_id: u64, index: usize, other: &Task, item_key: &str) -> Plan {
-    let refused = Refused::IdOfAnotherTask {
+impl Decided<'_> {
+    /// The ids of the new rows, in order of number.
+    pub fn added(&self) -> Vec<TaskId> {
+        let mut ids: Vec<TaskId> =
+            self.fates.iter().filter_map(|f| if let Fate::Add(id) = f { Some(*id) } else { None }).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Whether a patch fills deps into a row that had none (an existing row gains edges).
+    pub fn fills_deps(&self) -> bool {
+        self.fates
+            .iter()
+            .zip(&self.deps)
+            .any(|(fate, deps)| matches!(fate, Fate::Patch(row) if row.deps.is_empty() && !deps.is_empty()))
+    }
+
+    /// The edges the input adds (a new row's deps) or fills in (a patch of a row without deps),
+    /// over the whole input, for the DAG check before anything is written: new rows first, then
+    /// patches, each in input order. A new row without deps is left out: it closes no cycle
+    /// and names nothing; the check knows it exists from [`Decided::added`].
+    pub fn dep_changes(&self) -> Vec<DepChange> {
+        let each = || self.fates.iter().zip(&self.deps).enumerate();
+        let adds = each().filter_map(|(index, (fate, deps))| match fate {
+            Fate::Add(id) if !deps.is_empty() => Some(DepChange { task: *id, deps: deps.clone(), index }),
+            Fate::Skip(..) | Fate::Patch(_) | Fate::Add(_) => None,
+        });
+        let patches = each().filter_map(|(index, (fate, deps))| match fate {
+            Fate::Patch(row) if row.deps.is_empty() && !deps.is_empty() => {
+                Some(DepChange { task: row.id, deps: deps.clone(), index })
+            }
+            Fate::Skip(..) | Fate::Patch(_) | Fate::Add(_) => None,
+        });
+        adds.chain(patches).collect()
+    }
+
+    /// The plan of the items at `range` (the whole input's [`Plan`] when the range covers it):
+    /// their new rows built, their patches and skips, the unresolved references and ignored
+    /// fields among them. `incoming` and `keys` are the input [`decide`] was given.
+    ///
+    /// # Panics
+    ///
+    /// When `range` reaches past the input.
+    pub fn plan(
+        &self,
+        incoming: &[Item],
+        keys: &[Option<String>],
+        range: std::ops::Range<usize>,
+        now: Timestamp,
+    ) -> Plan {
+        let in_range = |index: usize| range.contains(&index);
+        let mut plan = Plan {
+            next_id: self.next_id,
+            unresolved: self.unresolved.iter().filter(|u| in_range(u.index)).cloned().collect(),
+            ignored: self.ignored.iter().filter(|n| in_range(n.index)).cloned().collect(),
+            ..Plan::default()
+        };
+        for index in range {
+            let item = &incoming[index];
+            match &self.fates[index] {
+                Fate::Skip(reason, id) => plan.skip.push(Skip {
+                    index,
+                    line: item.line,
+                    title: item.title.clone(),
+                    id: *id,
+                    reason: reason.clone(),
+                }),
+                Fate::Patch(row) => {
+                    let deps = self.deps[index].clone();
+                    let kept = kept_cells(row, item, &deps);
+                    let fields = fill_empty_cells(row, item, deps);
+                    if fields.is_empty() {
+                        let reason =
+                            if kept.is_empty() { SkipReason::Unchanged } else { SkipReason::Kept(kept) };
+                        plan.skip.push(Skip {
+                            index,
+                            line: item.line,
+                            title: item.title.clone(),
+                            id: Some(row.id),
+                            reason,
+                        });
+                    } else {
+                        plan.patch.push(Patch { id: row.id, index, line: item.line, fields });
+                    }
+                }
+                Fate::Add(id) => {
+                    let key = keys[index].clone().expect("an addition has a key");
+                    let mut task = new_row(*id, item, key, self.deps[index].clone(), now);
+                    if !self.authority.keeps_person_fields() {
+                        clear_person_fields(&mut task);
+                    }
+                    plan.add.push(Addition { task, index, line: item.line });
+                }
+            }
+        }
+        plan
+    }
+}
+
+fn refuse_id(index: usize, other: &Task, item_key: &str) -> Refused {
+    Refused::IdOfAnotherTask {
         index,
         id: other.id,
         row_key: other.key.clone(),
         item_key: item_key.to_owned(),
-    };
-    Plan { next_id, refused: Some(refused), ..Plan::default() }
+    }
 }
 
 /// The second item of the input that names an id an earlier one named.
@@ -1148,6 +1288,60 @@ mod tests {
             let again = merge_plan(&ledger, &second, now(), next_id(&ledger));
             prop_assert!(again.add.is_empty(), "{:?}", again.add);
             prop_assert!(again.patch.is_empty(), "{:?}", again.patch);
+        }
+
+        /// I1: a store plans a large input a range at a time; the ranges together are the
+        /// whole input's plan, whatever the cut, deps across ranges resolved.
+        #[test]
+        fn i1_plans_of_ranges_make_the_whole_plan(
+            mut items in prop::collection::vec(item_strategy(), 0..14),
+            chunk in 1usize..5,
+            ledger_statuses in prop::collection::vec(0usize..6, 0..3),
+        ) {
+            // Each item names itself and depends on the next item (a forward reference) and on
+            // a ledger row.
+            let n = items.len();
+            for (i, item) in items.iter_mut().enumerate() {
+                item.ref_id = Some(format!("r{i}"));
+                item.deps = vec![format!("r{}", (i + 1) % n.max(1)), "T-0001".into()];
+                item.correction.clear();
+                item.result.clear();
+                item.failures = 0;
+            }
+            let titles = ["a", "b", "c"];
+            let ledger: Vec<Task> = ledger_statuses.iter().enumerate().map(|(i, &s)| {
+                let mut t = row(i as u64 + 1, titles[i], Status::ALL[s]);
+                t.source = "s1".into();
+                t.key = crate::key::dedupe_key(&t.source, &t.title);
+                t
+            }).collect();
+            let keys = incoming_keys(&items);
+            let whole = merge_plan_with_keys(&ledger, &items, &keys, Authority::Person, now(), 10);
+            let decided = decide(&ledger, &items, &keys, Authority::Person, 10).expect("not refused");
+            let mut joined = Plan { next_id: decided.next_id, ..Plan::default() };
+            for start in (0..n).step_by(chunk) {
+                let part = decided.plan(&items, &keys, start..(start + chunk).min(n), now());
+                joined.add.extend(part.add);
+                joined.patch.extend(part.patch);
+                joined.skip.extend(part.skip);
+                joined.unresolved.extend(part.unresolved);
+                joined.ignored.extend(part.ignored);
+            }
+            prop_assert_eq!(&joined, &whole);
+            // The edges to check are those the whole plan writes.
+            let mut edges: Vec<(TaskId, Vec<TaskId>)> = whole
+                .add
+                .iter()
+                .filter(|a| !a.task.deps.is_empty())
+                .map(|a| (a.task.id, a.task.deps.clone()))
+                .collect();
+            edges.extend(whole.patch.iter().filter_map(|p| p.fields.deps.clone().map(|d| (p.id, d))));
+            let changes: Vec<(TaskId, Vec<TaskId>)> =
+                decided.dep_changes().into_iter().map(|c| (c.task, c.deps)).collect();
+            prop_assert_eq!(changes, edges);
+            let mut added: Vec<TaskId> = whole.add.iter().map(|a| a.task.id).collect();
+            added.sort_unstable();
+            prop_assert_eq!(decided.added(), added);
         }
 
         #[test]

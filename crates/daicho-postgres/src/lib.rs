@@ -824,10 +824,12 @@ async fn list_in(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Vec<Task>>
 async fn check_deps(
     tx: &Transaction<'_>,
     changes: &[NewDeps],
+    new_rows: &[TaskId],
     refuse_unknown: bool,
     leaf: bool,
 ) -> Result<std::result::Result<(), DagError>> {
-    let overlay: HashSet<TaskId> = changes.iter().map(|c| c.task).collect();
+    let mut overlay: HashSet<TaskId> = changes.iter().map(|c| c.task).collect();
+    overlay.extend(changes.iter().flat_map(|c| &c.deps).filter(|d| new_rows.binary_search(d).is_ok()));
     let mut known: HashMap<TaskId, Vec<TaskId>> = HashMap::new();
     let mut missing: HashSet<TaskId> = HashSet::new();
     let mut frontier: Vec<i64> = changes
@@ -864,7 +866,9 @@ async fn check_deps(
         next.retain(|n| !found.contains(n));
         frontier = next.into_iter().filter(|n| !known.contains_key(&TaskId::new(*n as u64))).collect();
     }
-    Ok(check_new_deps(changes, refuse_unknown, |id| known.get(&id).cloned()))
+    Ok(check_new_deps(changes, refuse_unknown, |id| {
+        if new_rows.binary_search(&id).is_ok() { Some(Vec::new()) } else { known.get(&id).cloned() }
+    }))
 }
 
 /// Whether some ledger row waits for one of `ids`.
@@ -894,29 +898,37 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
     let existing = rows::rows_matching(tx, &wanted_ids, &wanted_keys).await?;
     let next_id: i64 =
         tx.query_one("SELECT value FROM meta WHERE name = 'next_id'", &[]).await.map_err(backend)?.get(0);
-    let plan = batch.plan(&existing, &keys, next_id as u64)?;
-    let changes = batch.dep_changes(&plan)?;
-    let added: Vec<&Task> = plan.add.iter().map(|a| &a.task).collect();
-    let added_ids: Vec<TaskId> = added.iter().map(|t| t.id).collect();
-    let leaf =
-        plan.patch.iter().all(|p| p.fields.deps.is_none()) && !anyone_waits_for(tx, &added_ids).await?;
-    check_deps(tx, &changes, batch.unknown_deps == UnknownDeps::Refuse, leaf)
+    let decided = batch.decide(&existing, &keys, next_id as u64)?;
+    // The whole batch's edges are checked before anything is written.
+    let changes = batch.dep_changes(&decided)?;
+    let added = decided.added();
+    let leaf = !decided.fills_deps() && !anyone_waits_for(tx, &added).await?;
+    check_deps(tx, &changes, &added, batch.unknown_deps == UnknownDeps::Refuse, leaf)
         .await?
         .map_err(|e| batch.dag_error(e))?;
+    drop((changes, added));
 
-    let statuses = rows::statuses(tx, &writes::outside_deps(&added)).await?;
-    // The patched rows read again, locked: a claim (which takes no write lock) may have changed
-    // one since the plan was made, and a patch must not write back its old run columns.
-    let patched: Vec<i64> = plan.patch.iter().map(|p| p.id.num() as i64).collect();
-    let fresh = if patched.is_empty() { HashMap::new() } else { runs::lock_rows(tx, &patched).await? };
-    rows::apply_all(tx, writes::plan_upsert(batch, &plan, &fresh, &statuses)).await?;
+    // Built and written a range at a time (rows of earlier ranges are in the ledger by then).
+    let mut report = UpsertReport::default();
+    for range in batch.ranges() {
+        let plan = decided.plan(&batch.items, &keys, range, batch.now);
+        let added: Vec<&Task> = plan.add.iter().map(|a| &a.task).collect();
+        let statuses = rows::statuses(tx, &writes::outside_deps(&added)).await?;
+        // The patched rows read again, locked: a claim (which takes no write lock) may have
+        // changed one since the plan was made, and a patch must not write back its old run
+        // columns.
+        let patched: Vec<i64> = plan.patch.iter().map(|p| p.id.num() as i64).collect();
+        let fresh = if patched.is_empty() { HashMap::new() } else { runs::lock_rows(tx, &patched).await? };
+        rows::apply_all(tx, writes::plan_upsert(batch, &plan, &fresh, &statuses)).await?;
+        report.note_plan(batch, &plan);
+    }
     tx.execute(
         "UPDATE meta SET value = $1 WHERE name = 'next_id'",
-        &[&(plan.next_id.max(next_id as u64) as i64)],
+        &[&(decided.next_id.max(next_id as u64) as i64)],
     )
     .await
     .map_err(backend)?;
-    Ok(UpsertReport::of(batch, &plan))
+    Ok(report)
 }
 
 async fn edit_in(
@@ -930,7 +942,7 @@ async fn edit_in(
     let after = daicho_store::ends::plan_edit(&before, edit, actor, now)?;
     if after.deps != before.deps {
         let change = NewDeps { task: id, deps: after.deps.clone(), origin: None };
-        check_deps(tx, &[change], true, false).await??;
+        check_deps(tx, &[change], &[], true, false).await??;
     }
     rows::apply(
         tx,

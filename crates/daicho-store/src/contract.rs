@@ -40,6 +40,7 @@ macro_rules! store_contract_tests {
             ids_are_never_given_twice,
             journal_entry_per_mutation,
             a_large_batch_journals_every_row_in_order,
+            i1_a_batch_of_many_ranges_is_one_upsert,
             push_is_idempotent,
             ready_order_and_deps,
             ready_matches_the_definition_after_every_step,
@@ -245,6 +246,58 @@ pub async fn a_large_batch_journals_every_row_in_order<B: Backend>(backend: &B) 
     let first = store.journal(report.added[0]).await.expect("journal")[0].seq;
     let last = store.journal(report.added[2_499]).await.expect("journal")[0].seq;
     assert!(first < last, "entries in the order of the input");
+}
+
+/// I1: a batch longer than one write range ([`crate::UPSERT_RANGE`]) is still one upsert:
+/// references forward into a later range resolve, a done row of a later range releases the
+/// row that waits for it, the first of a key wins across ranges (M7), ids follow the input,
+/// and a cycle closed by the last range refuses the whole batch with nothing written.
+pub async fn i1_a_batch_of_many_ranges_is_one_upsert<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let n = crate::UPSERT_RANGE * 2 + 100;
+    let chain = |i: usize| {
+        let deps = if i + 1 < n { vec![format!("r{}", i + 1)] } else { Vec::new() };
+        let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
+        with_id(&format!("link {i}"), &format!("r{i}"), &deps)
+    };
+    let mut items: Vec<Item> = (0..n).map(chain).collect();
+    // The first link of the second range is done and waits for nothing: the last link of the
+    // first range, written a range earlier, waits for it.
+    let k = crate::UPSERT_RANGE;
+    items[k].status = Some(Status::Done);
+    items[k].deps.clear();
+    // A second item with the key of item 3, in the second range.
+    items.insert(k + 5, item("link 3"));
+    for (line, it) in items.iter_mut().enumerate() {
+        it.line = Some(line + 1);
+    }
+    let report = store.upsert(batch(items.clone())).await.expect("upsert");
+    assert_eq!(report.added.len(), n);
+    assert!(report.added.windows(2).all(|w| w[0] < w[1]), "ids in input order");
+    assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
+    assert_eq!(report.skipped[0].line, Some(k + 6));
+    assert!(report.skipped[0].reason.contains("item #4"), "{}", report.skipped[0].reason);
+    let rows = all(&store).await;
+    for (i, w) in rows.windows(2).enumerate().filter(|(i, _)| *i != k) {
+        assert_eq!(w[0].deps, [w[1].id], "link {i} waits for the next link");
+    }
+    let ready: Vec<TaskId> = store.ready(t0(), 10).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+    assert_eq!(ready, dag::ready(&rows, t0()));
+    assert_eq!(ready, [rows[k - 1].id, rows[n - 1].id], "the link before the done one, and the last");
+    // A new chain whose last link waits for its first: a cycle only the whole batch shows.
+    let mut cycle: Vec<Item> = (0..n)
+        .map(|i| {
+            let mut it = chain(i);
+            it.title = format!("loop {i}");
+            it
+        })
+        .collect();
+    cycle[n - 1].deps = vec!["r0".into()];
+    let err = store.upsert(batch(cycle)).await.expect_err("a cycle across ranges is refused");
+    assert!(err.to_string().contains("dependency cycle"), "{err}");
+    assert_eq!(all(&store).await, rows, "nothing written");
+    let next = store.upsert(batch(vec![item("after")])).await.expect("upsert");
+    assert_eq!(next.added, [TaskId::new(n as u64 + 1)], "the refused batch used no id");
 }
 
 /// The same push twice: the second adds 0 and updates 0 (M8 through the store).

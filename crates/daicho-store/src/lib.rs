@@ -109,6 +109,9 @@ pub enum UnknownDeps {
     Keep,
 }
 
+/// How many items of a batch an upsert builds and writes at a time ([`Batch::ranges`]).
+pub const UPSERT_RANGE: usize = 4096;
+
 /// A batch of incoming items to upsert through `merge_plan`.
 #[derive(Clone, Debug)]
 pub struct Batch {
@@ -162,27 +165,22 @@ pub struct IgnoredField {
 }
 
 impl UpsertReport {
-    /// Takes the skips and ignored fields of the plan that was applied (both backends).
+    /// Adds what a plan of a range of the batch did (both backends): its rows added and
+    /// patched, its skips and ignored fields, after those of the ranges before it.
     pub fn note_plan(&mut self, batch: &Batch, plan: &daicho_core::Plan) {
-        self.skipped = plan
-            .skip
-            .iter()
-            .map(|s| SkippedItem {
-                line: s.line,
-                title: s.title.clone(),
-                id: s.id,
-                reason: s.reason.to_string(),
-            })
-            .collect();
-        self.ignored = plan
-            .ignored
-            .iter()
-            .map(|n| IgnoredField {
-                line: n.line,
-                title: batch.items.get(n.index).map(|i| i.title.clone()).unwrap_or_default(),
-                field: n.field.name(),
-            })
-            .collect();
+        self.added.extend(plan.add.iter().map(|a| a.task.id));
+        self.updated.extend(plan.patch.iter().map(|p| p.id));
+        self.skipped.extend(plan.skip.iter().map(|s| SkippedItem {
+            line: s.line,
+            title: s.title.clone(),
+            id: s.id,
+            reason: s.reason.to_string(),
+        }));
+        self.ignored.extend(plan.ignored.iter().map(|n| IgnoredField {
+            line: n.line,
+            title: batch.items.get(n.index).map(|i| i.title.clone()).unwrap_or_default(),
+            field: n.field.name(),
+        }));
     }
 }
 
@@ -977,28 +975,31 @@ macro_rules! delegate_store {
 }
 
 impl Batch {
-    /// Decides how the batch merges (`merge_plan_with_keys` under the authority of the batch's
-    /// actor, S13) and refuses the whole batch when the plan says so: the one place both
-    /// backends decide an upsert.
+    /// Decides how the batch merges (`daicho_core::merge::decide` under the authority of the
+    /// batch's actor, S13) and refuses the whole batch when the decision says so: the one place
+    /// both backends decide an upsert. The rows are then built and written a range at a time
+    /// ([`Batch::ranges`], `Decided::plan`).
     ///
     /// # Errors
     ///
     /// [`StoreError::InvalidInput`] naming the item's file and line: a person-only field from a
     /// producer, an id that names another task (both keys given), an id twice in the input
     /// (both lines given).
-    pub fn plan(
+    pub fn decide<'a>(
         &self,
-        existing: &[Task],
+        existing: &'a [Task],
         keys: &[Option<String>],
         next_id: u64,
-    ) -> Result<daicho_core::Plan> {
+    ) -> Result<daicho_core::merge::Decided<'a>> {
         use daicho_core::authority::{Authority, refused_field_reason};
-        use daicho_core::merge::{Refused, merge_plan_with_keys};
+        use daicho_core::merge::{Refused, decide};
 
         let authority = Authority::of(&self.actor);
-        let plan = merge_plan_with_keys(existing, &self.items, keys, authority, self.now, next_id);
-        let Some(refused) = &plan.refused else { return Ok(plan) };
-        let reason = match refused {
+        let refused = match decide(existing, &self.items, keys, authority, next_id) {
+            Ok(decided) => return Ok(decided),
+            Err(refused) => refused,
+        };
+        let reason = match &refused {
             Refused::PersonField(note) => refused_field_reason(&self.actor, note.field),
             Refused::IdOfAnotherTask { id, row_key, item_key, .. } => {
                 let project = existing
@@ -1025,17 +1026,28 @@ impl Batch {
         Err(self.error_at(Some(refused.index()), reason))
     }
 
-    /// The dependency edges a merge plan of this batch adds or replaces, for
+    /// The ranges of items a backend builds and writes in turn: the rows of one range are
+    /// built only when it is written, so a large batch never holds a copy of every new row
+    /// (I1: memory grows with the range, not the batch). One transaction holds them all.
+    pub fn ranges(&self) -> impl Iterator<Item = std::ops::Range<usize>> + use<> {
+        let n = self.items.len();
+        (0..n).step_by(UPSERT_RANGE).map(move |start| start..(start + UPSERT_RANGE).min(n))
+    }
+
+    /// The dependency edges the batch adds or replaces, over the whole batch, for
     /// `daicho_core::dag::check_new_deps`, each with its item as origin.
     ///
     /// # Errors
     ///
     /// [`StoreError::InvalidInput`] naming the item when a dependency reference resolves to
     /// nothing.
-    pub fn dep_changes(&self, plan: &daicho_core::Plan) -> Result<Vec<daicho_core::dag::NewDeps>> {
+    pub fn dep_changes(
+        &self,
+        decided: &daicho_core::merge::Decided<'_>,
+    ) -> Result<Vec<daicho_core::dag::NewDeps>> {
         use daicho_core::dag::NewDeps;
 
-        if let Some(unresolved) = plan.unresolved.first() {
+        if let Some(unresolved) = decided.unresolved.first() {
             return Err(self.error_at(
                 Some(unresolved.index),
                 format!(
@@ -1044,19 +1056,11 @@ impl Batch {
                 ),
             ));
         }
-        let mut changes: Vec<NewDeps> = plan
-            .add
-            .iter()
-            .map(|a| NewDeps { task: a.task.id, deps: a.task.deps.clone(), origin: Some(a.index) })
-            .collect();
-        changes.extend(plan.patch.iter().filter_map(|p| {
-            p.fields.deps.as_ref().map(|deps| NewDeps {
-                task: p.id,
-                deps: deps.clone(),
-                origin: Some(p.index),
-            })
-        }));
-        Ok(changes)
+        Ok(decided
+            .dep_changes()
+            .into_iter()
+            .map(|c| NewDeps { task: c.task, deps: c.deps, origin: Some(c.index) })
+            .collect())
     }
 
     /// An input error about the item at `index`: names its file (or the batch's) and its line.

@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use serde_json::{Map, Value};
 
 use crate::states::JournalKind;
-use crate::{Batch, PurgeReport, RestoreReport, Result, StoreError, UpsertReport};
+use crate::{Batch, PurgeReport, RestoreReport, Result, StoreError};
 
 /// One write to make, in the order a plan lists them.
 #[derive(Clone, Debug, PartialEq)]
@@ -204,8 +204,8 @@ pub fn insert_writes<'a>(
     }))
 }
 
-/// The writes of an upsert whose merge `plan` was decided by [`Batch::plan`] and whose deps were
-/// checked: the new rows ([`inserts`]), each journaled `add` with the whole row, then each patch
+/// The writes of a range of an upsert whose merge was decided by [`Batch::decide`] (`plan` is
+/// the range's, from `Decided::plan`) and whose deps were checked: the new rows ([`inserts`]), each journaled `add` with the whole row, then each patch
 /// applied to its row as read (`before`, locked where the backend locks), deps recounted where
 /// they changed, journaled `patch`. Made one at a time as the backend applies them, so memory
 /// does not grow with copies of every row and journal entry of a large batch.
@@ -215,10 +215,10 @@ pub fn insert_writes<'a>(
 /// Each item: [`StoreError::NotFound`] for a patched row missing from `before`;
 /// [`StoreError::Backend`] if a journal entry does not encode. The caller's transaction is then
 /// rolled back.
-pub fn plan_upsert<'a>(
+pub fn plan_upsert<'a, B: std::borrow::Borrow<Task>>(
     batch: &'a Batch,
     plan: &'a Plan,
-    before: &'a HashMap<TaskId, Task>,
+    before: &'a HashMap<TaskId, B>,
     statuses: &'a HashMap<TaskId, Status>,
 ) -> impl Iterator<Item = Result<RowWrite>> + 'a {
     let actor = batch.actor.to_string();
@@ -230,7 +230,9 @@ pub fn plan_upsert<'a>(
     // A patch is a change of one row like any other: the row, its edges when its deps were
     // filled, its journal entry.
     let patches = plan.patch.iter().flat_map(move |patch| -> Vec<Result<RowWrite>> {
-        let Some(row) = before.get(&patch.id) else { return vec![Err(StoreError::NotFound(patch.id))] };
+        let Some(row) = before.get(&patch.id).map(B::borrow) else {
+            return vec![Err(StoreError::NotFound(patch.id))];
+        };
         let mut after = row.clone();
         patch.fields.apply_to(&mut after);
         after.updated_at = batch.now;
@@ -240,20 +242,6 @@ pub fn plan_upsert<'a>(
         }
     });
     insert_writes(added, statuses).map(Ok).chain(arrivals).chain(patches)
-}
-
-impl UpsertReport {
-    /// The report of an applied plan: the rows added and patched, in input order, and the skips
-    /// and ignored fields.
-    pub fn of(batch: &Batch, plan: &Plan) -> UpsertReport {
-        let mut report = UpsertReport {
-            added: plan.add.iter().map(|a| a.task.id).collect(),
-            updated: plan.patch.iter().map(|p| p.id).collect(),
-            ..UpsertReport::default()
-        };
-        report.note_plan(batch, plan);
-        report
-    }
 }
 
 /// The writes of a status change or edit of one row at `at`, `before` → `after` (see
