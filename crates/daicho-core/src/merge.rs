@@ -249,17 +249,28 @@ pub enum SkipReason {
     Kept(Vec<&'static str>),
 }
 
+impl SkipReason {
+    /// The reason in words; the common ones (unchanged, blank) without an allocation, for a
+    /// report of a large batch that skips every item.
+    pub fn text(&self) -> std::borrow::Cow<'static, str> {
+        match self {
+            SkipReason::Blank => "blank: no id and no title".into(),
+            SkipReason::Unchanged => "unchanged: the row already has these values".into(),
+            other => other.to_string().into(),
+        }
+    }
+}
+
 impl std::fmt::Display for SkipReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SkipReason::Blank => f.write_str("blank: no id and no title"),
+            SkipReason::Blank | SkipReason::Unchanged => f.write_str(&self.text()),
             SkipReason::DuplicateInInput { first_index } => {
                 write!(f, "duplicate key in this input; item #{} wins", first_index + 1)
             }
             SkipReason::Closed(status) => {
                 write!(f, "row is {status}; closed rows are never touched")
             }
-            SkipReason::Unchanged => f.write_str("unchanged: the row already has these values"),
             SkipReason::Kept(fields) => write!(
                 f,
                 "the row keeps its own {} (only empty cells are filled from a source)",
@@ -308,13 +319,18 @@ pub fn merge_plan(existing: &[Task], incoming: &[Item], now: Timestamp, next_id:
 /// The dedupe key of each incoming item (M1), `None` for a blank one (M9). A store computes
 /// them once to find the rows they match and hands them to [`merge_plan_with_keys`].
 pub fn incoming_keys(incoming: &[Item]) -> Vec<Option<String>> {
-    incoming
-        .iter()
-        .map(|item| {
-            let title = item.key_title.as_deref().unwrap_or(&item.title);
-            (!item.is_blank() && !item.title.trim().is_empty()).then(|| dedupe_key(&item.source, title))
-        })
-        .collect()
+    incoming.iter().map(item_key).collect()
+}
+
+/// The dedupe key of one incoming item (M1), `None` for a blank one (M9).
+fn item_key(item: &Item) -> Option<String> {
+    let title = item.key_title.as_deref().unwrap_or(&item.title);
+    is_keyed(item).then(|| dedupe_key(&item.source, title))
+}
+
+/// Whether an item has a key: it is not blank (M9).
+fn is_keyed(item: &Item) -> bool {
+    !item.is_blank() && !item.title.trim().is_empty()
 }
 
 /// [`merge_plan`] with the keys of [`incoming_keys`] already computed, for a writer of the
@@ -341,27 +357,272 @@ pub fn merge_plan_with_keys(
     now: Timestamp,
     next_id: u64,
 ) -> Plan {
-    match decide(existing, incoming, keys, authority, next_id) {
-        Ok(decided) => decided.plan(incoming, keys, 0..incoming.len(), now),
-        Err(refused) => Plan { next_id, refused: Some(refused), ..Plan::default() },
+    let refused = |refused| Plan { next_id, refused: Some(refused), ..Plan::default() };
+    assert_eq!(keys.len(), incoming.len(), "one key per incoming item");
+    let mut decider = match Decider::new(incoming, authority, next_id) {
+        Ok(decider) => decider,
+        Err(e) => return refused(e),
+    };
+    if let Err(e) = decider.take(0..incoming.len(), keys.to_vec(), existing) {
+        return refused(e);
     }
+    let rows: HashMap<TaskId, &Task> = existing.iter().map(|t| (t.id, t)).collect();
+    decider
+        .finish()
+        .plan(incoming, 0..incoming.len(), &rows, now)
+        .expect("every patched row is among the existing rows")
 }
 
 /// What happens to an item, decided over the whole input.
 #[derive(Clone, Debug)]
-enum Fate<'a> {
+enum Fate {
     Skip(SkipReason, Option<TaskId>),
-    Patch(&'a Task),
+    /// The row, and whether it had deps (a patch fills deps only into a row without).
+    Patch(TaskId, bool),
     Add(TaskId),
 }
 
-/// The decisions of a merge over a whole input ([`decide`]): each item's fate and id, and its
-/// dependency references resolved. Small beside the items (no row is built yet), so a store can
-/// check the new edges of the whole input at once and then build and write the rows a range at
-/// a time ([`Decided::plan`]), never holding a copy of every new row.
+/// The first half of [`merge_plan_with_keys`], fed the ledger rows a range of items at a time:
+/// what becomes of each item (its fate and id), building no row, holding no row. A store reads
+/// the rows that match one range of items, hands them to [`Decider::take`], and so on through
+/// the input; [`Decider::finish`] then gives fresh ids and resolves references.
+#[derive(Debug)]
+pub struct Decider<'i> {
+    incoming: &'i [Item],
+    authority: Authority,
+    next_id: u64,
+    ignored: Vec<FieldNote>,
+    /// Ledger ids named as deps or requested: fresh ids never take such a number.
+    max_named: u64,
+    max_existing: u64,
+    /// The first item of each key (M7); the keys of the ranges taken are kept only here.
+    first_by_key: HashMap<String, usize>,
+    first_by_row: HashMap<u64, usize>,
+    planned: HashSet<u64>,
+    firsts: Vec<First>,
+}
+
+/// An item's fate after pass 1: an addition's id is given by [`Decider::finish`] unless it kept
+/// the one it asked for.
 #[derive(Clone, Debug)]
-pub struct Decided<'a> {
-    fates: Vec<Fate<'a>>,
+enum First {
+    Skip(SkipReason, Option<TaskId>),
+    Patch(TaskId, bool),
+    Add(Option<TaskId>),
+}
+
+impl<'i> Decider<'i> {
+    /// Starts deciding `incoming` written under `authority`, the ledger's counter at `next_id`.
+    ///
+    /// # Errors
+    ///
+    /// [`Refused::PersonField`] or [`Refused::DuplicateId`]: the whole input is refused.
+    pub fn new(incoming: &'i [Item], authority: Authority, next_id: u64) -> Result<Decider<'i>, Refused> {
+        let screen = authority::screen(authority, incoming);
+        if let Some(note) = screen.refused {
+            return Err(Refused::PersonField(note));
+        }
+        if let Some(refused) = duplicate_id(incoming) {
+            return Err(refused);
+        }
+        // Ledger ids named as deps: fresh ids never take such a number, or a dep on a missing
+        // task would silently come to mean whatever row got its number next.
+        let max_named = incoming
+            .iter()
+            .flat_map(|i| i.deps.iter())
+            .filter_map(|d| TaskId::parse(d))
+            .map(TaskId::num)
+            .max()
+            .unwrap_or(0);
+        Ok(Decider {
+            incoming,
+            authority,
+            next_id,
+            ignored: screen.ignored,
+            max_named,
+            max_existing: 0,
+            first_by_key: HashMap::with_capacity(incoming.len()),
+            first_by_row: HashMap::new(),
+            planned: HashSet::new(),
+            firsts: Vec::with_capacity(incoming.len()),
+        })
+    }
+
+    /// Decides the items at `range` — the next range: ranges are taken in order, without gaps
+    /// — given their [`incoming_keys`] and the ledger rows those keys or the items' requested
+    /// ids match (more rows do no harm).
+    ///
+    /// # Errors
+    ///
+    /// [`Refused::IdOfAnotherTask`]: the whole input is refused.
+    ///
+    /// # Panics
+    ///
+    /// When `range` does not start where the last one ended, or `keys` is not one per item.
+    pub fn take(
+        &mut self,
+        range: std::ops::Range<usize>,
+        keys: Vec<Option<String>>,
+        rows: &[Task],
+    ) -> Result<(), Refused> {
+        assert_eq!(range.start, self.firsts.len(), "ranges in order");
+        assert_eq!(keys.len(), range.len(), "one key per item of the range");
+        let incoming = &self.incoming[range.clone()];
+        let mut wanted: HashMap<&str, Option<&Task>> =
+            keys.iter().flatten().map(|k| (k.as_str(), None)).collect();
+        let requested: HashSet<u64> = incoming
+            .iter()
+            .filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse))
+            .map(TaskId::num)
+            .collect();
+        let mut by_id: HashMap<u64, &Task> = HashMap::new();
+        for task in rows {
+            self.max_existing = self.max_existing.max(task.id.num());
+            if let Some(slot) = wanted.get_mut(task.key.as_str())
+                && slot.is_none()
+            {
+                *slot = Some(task);
+            }
+            if requested.contains(&task.id.num()) {
+                by_id.entry(task.id.num()).or_insert(task);
+            }
+        }
+        // The row each item of the range matched, if any.
+        let mut matched: Vec<Option<&Task>> = Vec::with_capacity(range.len());
+        // Pass 1: match every item by key and decide its fate; keep requested ids that are free.
+        for (index, (item, key)) in range.clone().zip(incoming.iter().zip(&keys)) {
+            let Some(key) = key.as_deref() else {
+                self.firsts.push(First::Skip(SkipReason::Blank, None));
+                matched.push(None);
+                continue;
+            };
+            let requested_id = item.ref_id.as_deref().and_then(TaskId::parse);
+            // The row an item is: the one with its key. An id it names must be that row's, or a
+            // row renamed since (its current source and title give the item's key), or free.
+            let by_key = wanted.get(key).copied().flatten();
+            let named = requested_id.and_then(|id| by_id.get(&id.num()).copied());
+            let row = match (by_key, named) {
+                (Some(row), Some(other)) if other.id != row.id => {
+                    return Err(refuse_id(index, other, key));
+                }
+                (None, Some(other)) if dedupe_key(&other.source, &other.title) != key => {
+                    return Err(refuse_id(index, other, key));
+                }
+                (by_key, named) => by_key.or(named),
+            };
+            matched.push(row);
+            let first =
+                self.first_by_key.get(key).or_else(|| row.and_then(|r| self.first_by_row.get(&r.id.num())));
+            if let Some(&first_index) = first {
+                // M7: the first item with a key (or for a row) wins.
+                let reason = SkipReason::DuplicateInInput { first_index };
+                self.firsts.push(First::Skip(reason, row.map(|r| r.id)));
+                continue;
+            }
+            self.first_by_key.insert(key.to_owned(), index);
+            if let Some(row) = row {
+                self.first_by_row.insert(row.id.num(), index);
+                self.firsts.push(if row.status.is_closed() {
+                    First::Skip(SkipReason::Closed(row.status), Some(row.id))
+                } else {
+                    First::Patch(row.id, !row.deps.is_empty())
+                });
+                continue;
+            }
+            let requested =
+                requested_id.filter(|id| !by_id.contains_key(&id.num()) && !self.planned.contains(&id.num()));
+            if let Some(id) = requested {
+                self.planned.insert(id.num());
+            }
+            self.firsts.push(First::Add(requested));
+        }
+        // A pulled item that repeats what its row already holds (a file daicho wrote back into)
+        // overwrites nothing: only fields that differ are reported as ignored.
+        let start = range.start;
+        self.ignored.retain(|note| {
+            !range.contains(&note.index)
+                || !matched[note.index - start]
+                    .is_some_and(|row| note.field.agrees(&self.incoming[note.index], row))
+        });
+        Ok(())
+    }
+
+    /// Gives the other new rows fresh numbers, counting on from the largest id in use so that
+    /// ids grow in the order they are given, and resolves every item's references.
+    ///
+    /// # Panics
+    ///
+    /// When an item was not taken.
+    pub fn finish(self) -> Decided {
+        let Decider {
+            incoming,
+            authority,
+            next_id,
+            ignored,
+            max_named,
+            max_existing,
+            planned,
+            firsts,
+            first_by_key,
+            ..
+        } = self;
+        drop(first_by_key);
+        assert_eq!(firsts.len(), incoming.len(), "every item taken");
+        let max_planned = planned.iter().copied().max().unwrap_or(0);
+        // Every number from `next` on is free: above the ledger's counter, every existing row,
+        // every id kept in pass 1 and every id named as a dep.
+        let mut next = next_id.max(max_existing + 1).max(max_planned + 1).max(max_named + 1);
+        let mut fates: Vec<Fate> = Vec::with_capacity(incoming.len());
+        let mut resolved: Vec<Option<TaskId>> = Vec::with_capacity(incoming.len());
+        for first in firsts {
+            let (fate, id) = match first {
+                // A duplicate names the same task as the first item with its key.
+                First::Skip(reason @ SkipReason::DuplicateInInput { first_index }, None) => {
+                    let id = resolved[first_index];
+                    (Fate::Skip(reason, None), id)
+                }
+                First::Skip(reason, id) => (Fate::Skip(reason, id), id),
+                First::Patch(id, had_deps) => (Fate::Patch(id, had_deps), Some(id)),
+                First::Add(Some(id)) => (Fate::Add(id), Some(id)),
+                First::Add(None) => {
+                    let id = TaskId::new(next);
+                    next += 1;
+                    (Fate::Add(id), Some(id))
+                }
+            };
+            resolved.push(id);
+            fates.push(fate);
+        }
+
+        // References: an item's own id (as written) names the row it resolved to.
+        let mut refs: HashMap<RefKey, TaskId> = HashMap::new();
+        for (item, id) in incoming.iter().zip(&resolved) {
+            if let (Some(reference), Some(id)) = (item.ref_id.as_deref(), id) {
+                refs.entry(RefKey::of(reference)).or_insert(*id);
+            }
+        }
+        drop(resolved);
+        let mut unresolved = Vec::new();
+        let deps = incoming
+            .iter()
+            .zip(&fates)
+            .enumerate()
+            .map(|(index, (item, fate))| match fate {
+                Fate::Skip(..) => Vec::new(),
+                Fate::Patch(..) | Fate::Add(_) => resolve_deps(item, index, &refs, &mut unresolved),
+            })
+            .collect();
+        Decided { fates, deps, unresolved, next_id: next, ignored, authority }
+    }
+}
+
+/// The decisions of a merge over a whole input ([`Decider`]): each item's fate and id, and its
+/// dependency references resolved. Small beside the items (no row is built or held), so a
+/// store can check the new edges of the whole input at once and then build and write the rows
+/// a range at a time ([`Decided::plan`]), never holding a copy of every row.
+#[derive(Clone, Debug)]
+pub struct Decided {
+    fates: Vec<Fate>,
     /// The resolved deps of each item that adds or patches a row (empty for the others).
     deps: Vec<Vec<TaskId>>,
     /// Dependency references that name neither an item of the input nor a ledger id.
@@ -385,178 +646,7 @@ pub struct DepChange {
     pub index: usize,
 }
 
-/// The first half of [`merge_plan_with_keys`]: what becomes of each item (its fate and id) and
-/// its dependency references resolved, over the whole input, building no row; or why the whole
-/// input is refused.
-///
-/// # Errors
-///
-/// The [`Refused`] reason, as [`Plan::refused`].
-///
-/// # Panics
-///
-/// When `keys` and `incoming` differ in length.
-pub fn decide<'a>(
-    existing: &'a [Task],
-    incoming: &[Item],
-    keys: &[Option<String>],
-    authority: Authority,
-    next_id: u64,
-) -> Result<Decided<'a>, Refused> {
-    assert_eq!(keys.len(), incoming.len(), "one key per incoming item");
-    let screen = authority::screen(authority, incoming);
-    if let Some(note) = screen.refused {
-        return Err(Refused::PersonField(note));
-    }
-    if let Some(refused) = duplicate_id(incoming, keys) {
-        return Err(refused);
-    }
-    // Index the incoming side (small) and scan the existing side (up to the whole ledger) once.
-    let mut wanted: HashMap<&str, Option<&Task>> =
-        keys.iter().flatten().map(|k| (k.as_str(), None)).collect();
-    let requested: HashSet<u64> = incoming
-        .iter()
-        .filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse))
-        .map(TaskId::num)
-        .collect();
-    let mut by_id: HashMap<u64, &Task> = HashMap::new();
-    let mut max_existing = 0;
-    for task in existing {
-        max_existing = max_existing.max(task.id.num());
-        if let Some(slot) = wanted.get_mut(task.key.as_str())
-            && slot.is_none()
-        {
-            *slot = Some(task);
-        }
-        if requested.contains(&task.id.num()) {
-            by_id.entry(task.id.num()).or_insert(task);
-        }
-    }
-    // Ledger ids named as deps: fresh ids never take such a number, or a dep on a missing task
-    // would silently come to mean whatever row got its number next.
-    let max_dep_ref = incoming
-        .iter()
-        .flat_map(|i| i.deps.iter())
-        .filter_map(|d| TaskId::parse(d))
-        .map(TaskId::num)
-        .max()
-        .unwrap_or(0);
-
-    // Pass 1: match every item by key and decide its fate; keep requested ids that are free.
-    enum First<'a> {
-        Skip(SkipReason, Option<TaskId>),
-        Patch(&'a Task),
-        Add(Option<TaskId>),
-    }
-    let mut first_by_key: HashMap<&str, usize> = HashMap::with_capacity(incoming.len());
-    let mut first_by_row: HashMap<u64, usize> = HashMap::new();
-    let mut firsts: Vec<First> = Vec::with_capacity(incoming.len());
-    // The ledger row each item matched, if any.
-    let mut matched: Vec<Option<&Task>> = Vec::with_capacity(incoming.len());
-    let mut planned: HashSet<u64> = HashSet::new();
-    for (index, (item, key)) in incoming.iter().zip(keys).enumerate() {
-        let Some(key) = key.as_deref() else {
-            firsts.push(First::Skip(SkipReason::Blank, None));
-            matched.push(None);
-            continue;
-        };
-        let requested_id = item.ref_id.as_deref().and_then(TaskId::parse);
-        // The row an item is: the one with its key. An id it names must be that row's, or a
-        // row renamed since (its current source and title give the item's key), or free.
-        let by_key = wanted.get(key).copied().flatten();
-        let named = requested_id.and_then(|id| by_id.get(&id.num()).copied());
-        let row = match (by_key, named) {
-            (Some(row), Some(other)) if other.id != row.id => {
-                return Err(refuse_id(index, other, key));
-            }
-            (None, Some(other)) if dedupe_key(&other.source, &other.title) != key => {
-                return Err(refuse_id(index, other, key));
-            }
-            (by_key, named) => by_key.or(named),
-        };
-        matched.push(row);
-        let first = first_by_key.get(key).or_else(|| row.and_then(|r| first_by_row.get(&r.id.num())));
-        if let Some(&first_index) = first {
-            // M7: the first item with a key (or for a row) wins.
-            let reason = SkipReason::DuplicateInInput { first_index };
-            firsts.push(First::Skip(reason, row.map(|r| r.id)));
-            continue;
-        }
-        first_by_key.insert(key, index);
-        if let Some(row) = row {
-            first_by_row.insert(row.id.num(), index);
-            firsts.push(if row.status.is_closed() {
-                First::Skip(SkipReason::Closed(row.status), Some(row.id))
-            } else {
-                First::Patch(row)
-            });
-            continue;
-        }
-        let requested =
-            requested_id.filter(|id| !by_id.contains_key(&id.num()) && !planned.contains(&id.num()));
-        if let Some(id) = requested {
-            planned.insert(id.num());
-        }
-        firsts.push(First::Add(requested));
-    }
-    drop(first_by_key);
-
-    // Pass 2: give the other new rows fresh numbers, counting on from the largest id in use so
-    // that ids grow in the order they are given.
-    let max_planned = planned.iter().copied().max().unwrap_or(0);
-    let mut next = next_id.max(max_existing + 1).max(max_planned + 1).max(max_dep_ref + 1);
-    let mut fates: Vec<Fate> = Vec::with_capacity(incoming.len());
-    let mut resolved: Vec<Option<TaskId>> = Vec::with_capacity(incoming.len());
-    for first in firsts {
-        let (fate, id) = match first {
-            // A duplicate names the same task as the first item with its key.
-            First::Skip(reason @ SkipReason::DuplicateInInput { first_index }, None) => {
-                let id = resolved[first_index];
-                (Fate::Skip(reason, None), id)
-            }
-            First::Skip(reason, id) => (Fate::Skip(reason, id), id),
-            First::Patch(row) => (Fate::Patch(row), Some(row.id)),
-            First::Add(Some(id)) => (Fate::Add(id), Some(id)),
-            First::Add(None) => {
-                // Every number from `next` on is free: above the ledger's counter, every
-                // existing row, every id kept in pass 1 and every id named as a dep.
-                let id = TaskId::new(next);
-                next += 1;
-                (Fate::Add(id), Some(id))
-            }
-        };
-        resolved.push(id);
-        fates.push(fate);
-    }
-
-    // References: an item's own id (as written) names the row it resolved to.
-    let mut refs: HashMap<RefKey, TaskId> = HashMap::new();
-    for (item, id) in incoming.iter().zip(&resolved) {
-        if let (Some(reference), Some(id)) = (item.ref_id.as_deref(), id) {
-            refs.entry(RefKey::of(reference)).or_insert(*id);
-        }
-    }
-    drop(resolved);
-    let mut unresolved = Vec::new();
-    let deps = incoming
-        .iter()
-        .zip(&fates)
-        .enumerate()
-        .map(|(index, (item, fate))| match fate {
-            Fate::Skip(..) => Vec::new(),
-            Fate::Patch(_) | Fate::Add(_) => resolve_deps(item, index, &refs, &mut unresolved),
-        })
-        .collect();
-
-    // A pulled item that repeats what its row already holds (a file daicho wrote back into)
-    // overwrites nothing: only fields that differ are reported as ignored.
-    let mut ignored = screen.ignored;
-    ignored
-        .retain(|note| !matched[note.index].is_some_and(|row| note.field.agrees(&incoming[note.index], row)));
-    Ok(Decided { fates, deps, unresolved, next_id: next, ignored, authority })
-}
-
-impl Decided<'_> {
+impl Decided {
     /// The ids of the new rows, in order of number.
     pub fn added(&self) -> Vec<TaskId> {
         let mut ids: Vec<TaskId> =
@@ -565,12 +655,20 @@ impl Decided<'_> {
         ids
     }
 
+    /// The rows the items at `range` patch: those [`Decided::plan`] needs for the range.
+    pub fn patched(&self, range: std::ops::Range<usize>) -> Vec<TaskId> {
+        self.fates[range]
+            .iter()
+            .filter_map(|f| if let Fate::Patch(id, _) = f { Some(*id) } else { None })
+            .collect()
+    }
+
     /// Whether a patch fills deps into a row that had none (an existing row gains edges).
     pub fn fills_deps(&self) -> bool {
         self.fates
             .iter()
             .zip(&self.deps)
-            .any(|(fate, deps)| matches!(fate, Fate::Patch(row) if row.deps.is_empty() && !deps.is_empty()))
+            .any(|(fate, deps)| matches!(fate, Fate::Patch(_, false) if !deps.is_empty()))
     }
 
     /// The edges the input adds (a new row's deps) or fills in (a patch of a row without deps),
@@ -581,31 +679,36 @@ impl Decided<'_> {
         let each = || self.fates.iter().zip(&self.deps).enumerate();
         let adds = each().filter_map(|(index, (fate, deps))| match fate {
             Fate::Add(id) if !deps.is_empty() => Some(DepChange { task: *id, deps: deps.clone(), index }),
-            Fate::Skip(..) | Fate::Patch(_) | Fate::Add(_) => None,
+            Fate::Skip(..) | Fate::Patch(..) | Fate::Add(_) => None,
         });
         let patches = each().filter_map(|(index, (fate, deps))| match fate {
-            Fate::Patch(row) if row.deps.is_empty() && !deps.is_empty() => {
-                Some(DepChange { task: row.id, deps: deps.clone(), index })
+            Fate::Patch(id, false) if !deps.is_empty() => {
+                Some(DepChange { task: *id, deps: deps.clone(), index })
             }
-            Fate::Skip(..) | Fate::Patch(_) | Fate::Add(_) => None,
+            Fate::Skip(..) | Fate::Patch(..) | Fate::Add(_) => None,
         });
         adds.chain(patches).collect()
     }
 
     /// The plan of the items at `range` (the whole input's [`Plan`] when the range covers it):
     /// their new rows built, their patches and skips, the unresolved references and ignored
-    /// fields among them. `incoming` and `keys` are the input [`decide`] was given.
+    /// fields among them. `incoming` is the input decided; `rows` holds (at least) the rows the
+    /// range patches ([`Decided::patched`]), as they are now.
+    ///
+    /// # Errors
+    ///
+    /// The id of a patched row missing from `rows`.
     ///
     /// # Panics
     ///
     /// When `range` reaches past the input.
-    pub fn plan(
+    pub fn plan<T: std::borrow::Borrow<Task>>(
         &self,
         incoming: &[Item],
-        keys: &[Option<String>],
         range: std::ops::Range<usize>,
+        rows: &HashMap<TaskId, T>,
         now: Timestamp,
-    ) -> Plan {
+    ) -> Result<Plan, TaskId> {
         let in_range = |index: usize| range.contains(&index);
         let mut plan = Plan {
             next_id: self.next_id,
@@ -623,7 +726,8 @@ impl Decided<'_> {
                     id: *id,
                     reason: reason.clone(),
                 }),
-                Fate::Patch(row) => {
+                Fate::Patch(id, _) => {
+                    let row: &Task = rows.get(id).ok_or(*id)?.borrow();
                     let deps = self.deps[index].clone();
                     let kept = kept_cells(row, item, &deps);
                     let fields = fill_empty_cells(row, item, deps);
@@ -642,7 +746,7 @@ impl Decided<'_> {
                     }
                 }
                 Fate::Add(id) => {
-                    let key = keys[index].clone().expect("an addition has a key");
+                    let key = item_key(item).expect("an addition has a key");
                     let mut task = new_row(*id, item, key, self.deps[index].clone(), now);
                     if !self.authority.keeps_person_fields() {
                         clear_person_fields(&mut task);
@@ -651,7 +755,7 @@ impl Decided<'_> {
                 }
             }
         }
-        plan
+        Ok(plan)
     }
 }
 
@@ -665,10 +769,11 @@ fn refuse_id(index: usize, other: &Task, item_key: &str) -> Refused {
 }
 
 /// The second item of the input that names an id an earlier one named.
-fn duplicate_id(incoming: &[Item], keys: &[Option<String>]) -> Option<Refused> {
+fn duplicate_id(incoming: &[Item]) -> Option<Refused> {
     let mut first: HashMap<RefKey, usize> = HashMap::new();
-    for (index, (item, key)) in incoming.iter().zip(keys).enumerate() {
-        let Some(reference) = item.ref_id.as_deref().filter(|r| !r.trim().is_empty() && key.is_some()) else {
+    for (index, item) in incoming.iter().enumerate() {
+        let Some(reference) = item.ref_id.as_deref().filter(|r| !r.trim().is_empty() && is_keyed(item))
+        else {
             continue;
         };
         if let Some(&first_index) = first.get(&RefKey::of(reference)) {
@@ -1317,10 +1422,25 @@ mod tests {
             }).collect();
             let keys = incoming_keys(&items);
             let whole = merge_plan_with_keys(&ledger, &items, &keys, Authority::Person, now(), 10);
-            let decided = decide(&ledger, &items, &keys, Authority::Person, 10).expect("not refused");
+            // A store hands each range the rows its items' keys match, and later the rows it patches.
+            let ranges: Vec<std::ops::Range<usize>> =
+                (0..n).step_by(chunk).map(|start| start..(start + chunk).min(n)).collect();
+            let mut decider = Decider::new(&items, Authority::Person, 10).expect("not refused");
+            for range in &ranges {
+                let keys = incoming_keys(&items[range.clone()]);
+                let wanted: HashSet<&str> = keys.iter().flatten().map(String::as_str).collect();
+                let rows: Vec<Task> = ledger.iter().filter(|t| wanted.contains(t.key.as_str())).cloned().collect();
+                decider.take(range.clone(), keys, &rows).expect("not refused");
+            }
+            let decided = decider.finish();
             let mut joined = Plan { next_id: decided.next_id, ..Plan::default() };
-            for start in (0..n).step_by(chunk) {
-                let part = decided.plan(&items, &keys, start..(start + chunk).min(n), now());
+            for range in ranges {
+                let rows: HashMap<TaskId, &Task> = ledger
+                    .iter()
+                    .filter(|t| decided.patched(range.clone()).contains(&t.id))
+                    .map(|t| (t.id, t))
+                    .collect();
+                let part = decided.plan(&items, range, &rows, now()).expect("the patched rows are given");
                 joined.add.extend(part.add);
                 joined.patch.extend(part.patch);
                 joined.skip.extend(part.skip);

@@ -29,7 +29,7 @@ impl From<&SkippedItem> for SkipReport {
             line: s.line,
             title: s.title.clone(),
             id: s.id.map(|i| i.to_string()),
-            reason: s.reason.clone(),
+            reason: s.reason.to_string(),
         }
     }
 }

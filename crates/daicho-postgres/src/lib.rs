@@ -885,20 +885,27 @@ async fn anyone_waits_for(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<bool> 
 }
 
 async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
-    let keys = incoming_keys(&batch.items);
-    let wanted_keys: Vec<&str> =
-        keys.iter().flatten().map(String::as_str).collect::<HashSet<_>>().into_iter().collect();
-    let wanted_ids: Vec<TaskId> = batch
-        .items
-        .iter()
-        .filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse))
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
-    let existing = rows::rows_matching(tx, &wanted_ids, &wanted_keys).await?;
     let next_id: i64 =
         tx.query_one("SELECT value FROM meta WHERE name = 'next_id'", &[]).await.map_err(backend)?.get(0);
-    let decided = batch.decide(&existing, &keys, next_id as u64)?;
+    // Decided a range at a time, from the rows each range matches by key and by requested id:
+    // the matched rows of the whole batch are never held at once.
+    let mut decider = batch.decider(next_id as u64)?;
+    for range in batch.ranges() {
+        let items = &batch.items[range.clone()];
+        let keys = incoming_keys(items);
+        let wanted_keys: Vec<&str> =
+            keys.iter().flatten().map(String::as_str).collect::<HashSet<_>>().into_iter().collect();
+        let wanted_ids: Vec<TaskId> = items
+            .iter()
+            .filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let rows = rows::rows_matching(tx, &wanted_ids, &wanted_keys).await?;
+        drop(wanted_keys);
+        batch.take(&mut decider, range, keys, &rows)?;
+    }
+    let decided = decider.finish();
     // The whole batch's edges are checked before anything is written.
     let changes = batch.dep_changes(&decided)?;
     let added = decided.added();
@@ -911,14 +918,14 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
     // Built and written a range at a time (rows of earlier ranges are in the ledger by then).
     let mut report = UpsertReport::default();
     for range in batch.ranges() {
-        let plan = decided.plan(&batch.items, &keys, range, batch.now);
+        // The patched rows read locked, as they are now: a claim (which takes no write lock)
+        // may have changed one since it was matched, and a patch must not write back its old
+        // run columns.
+        let patched: Vec<i64> = decided.patched(range.clone()).iter().map(|id| id.num() as i64).collect();
+        let fresh = if patched.is_empty() { HashMap::new() } else { runs::lock_rows(tx, &patched).await? };
+        let plan = decided.plan(&batch.items, range, &fresh, batch.now).map_err(StoreError::NotFound)?;
         let added: Vec<&Task> = plan.add.iter().map(|a| &a.task).collect();
         let statuses = rows::statuses(tx, &writes::outside_deps(&added)).await?;
-        // The patched rows read again, locked: a claim (which takes no write lock) may have
-        // changed one since the plan was made, and a patch must not write back its old run
-        // columns.
-        let patched: Vec<i64> = plan.patch.iter().map(|p| p.id.num() as i64).collect();
-        let fresh = if patched.is_empty() { HashMap::new() } else { runs::lock_rows(tx, &patched).await? };
         rows::apply_all(tx, writes::plan_upsert(batch, &plan, &fresh, &statuses)).await?;
         report.note_plan(batch, &plan);
     }

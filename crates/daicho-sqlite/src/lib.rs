@@ -632,15 +632,22 @@ fn anyone_waits_for(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<bool> {
 
 fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     let started = std::time::Instant::now();
-    // The rows the items can match: by key, and by requested id.
-    let keys = incoming_keys(&batch.items);
-    let ids: Vec<TaskId> =
-        batch.items.iter().filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse)).collect();
-    let existing = rows::rows_matching(tx, &ids, keys.iter().flatten().map(String::as_str))?;
     let next_id: i64 =
         tx.query_row("SELECT value FROM meta WHERE name = 'next_id'", [], |r| r.get(0)).map_err(backend)?;
-    let read = started.elapsed();
-    let decided = batch.decide(&existing, &keys, next_id as u64)?;
+    // Decided a range at a time, from the rows each range matches by key and by requested id:
+    // the matched rows of the whole batch are never held at once.
+    let mut decider = batch.decider(next_id as u64)?;
+    let mut matched = 0;
+    for range in batch.ranges() {
+        let items = &batch.items[range.clone()];
+        let keys = incoming_keys(items);
+        let ids: Vec<TaskId> =
+            items.iter().filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse)).collect();
+        let rows = rows::rows_matching(tx, &ids, keys.iter().flatten().map(String::as_str))?;
+        matched += rows.len();
+        batch.take(&mut decider, range, keys, &rows)?;
+    }
+    let decided = decider.finish();
     let planned = started.elapsed();
 
     // The whole batch's edges are checked before anything is written.
@@ -657,10 +664,11 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
 
     // Built and written a range at a time: rows of earlier ranges are in the ledger by then, so
     // their statuses are read like any other row's.
-    let before: HashMap<TaskId, &Task> = existing.iter().map(|t| (t.id, t)).collect();
     let mut report = UpsertReport::default();
     for range in batch.ranges() {
-        let plan = decided.plan(&batch.items, &keys, range, batch.now);
+        let patched = rows::rows_matching(tx, &decided.patched(range.clone()), std::iter::empty())?;
+        let before: HashMap<TaskId, Task> = patched.into_iter().map(|t| (t.id, t)).collect();
+        let plan = decided.plan(&batch.items, range, &before, batch.now).map_err(StoreError::NotFound)?;
         let added: Vec<&Task> = plan.add.iter().map(|a| &a.task).collect();
         let statuses = rows::statuses(tx, &writes::outside_deps(&added))?;
         rows::apply_all(tx, writes::plan_upsert(batch, &plan, &before, &statuses))?;
@@ -673,9 +681,8 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     .map_err(backend)?;
     tracing::debug!(
         items = batch.items.len(),
-        matched = existing.len(),
-        ?read,
-        merge = ?(planned - read),
+        matched,
+        decide = ?planned,
         dag_check = ?(checked - planned),
         write = ?(started.elapsed() - checked),
         "upsert"

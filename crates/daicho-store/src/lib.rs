@@ -137,7 +137,7 @@ pub struct SkippedItem {
     /// The row it matched, if any.
     pub id: Option<TaskId>,
     /// Why it changed nothing.
-    pub reason: String,
+    pub reason: std::borrow::Cow<'static, str>,
 }
 
 /// What an upsert did.
@@ -174,7 +174,7 @@ impl UpsertReport {
             line: s.line,
             title: s.title.clone(),
             id: s.id,
-            reason: s.reason.to_string(),
+            reason: s.reason.text(),
         }));
         self.ignored.extend(plan.ignored.iter().map(|n| IgnoredField {
             line: n.line,
@@ -975,34 +975,49 @@ macro_rules! delegate_store {
 }
 
 impl Batch {
-    /// Decides how the batch merges (`daicho_core::merge::decide` under the authority of the
-    /// batch's actor, S13) and refuses the whole batch when the decision says so: the one place
-    /// both backends decide an upsert. The rows are then built and written a range at a time
-    /// ([`Batch::ranges`], `Decided::plan`).
+    /// Starts deciding how the batch merges (`daicho_core::merge::Decider` under the authority
+    /// of the batch's actor, S13): the one place both backends decide an upsert. A backend then
+    /// reads the rows each range of items matches ([`Batch::ranges`]) and hands them to
+    /// [`Batch::take`], finishes, checks the new edges, and builds and writes a range at a time
+    /// (`Decided::plan`).
     ///
     /// # Errors
     ///
     /// [`StoreError::InvalidInput`] naming the item's file and line: a person-only field from a
-    /// producer, an id that names another task (both keys given), an id twice in the input
-    /// (both lines given).
-    pub fn decide<'a>(
-        &self,
-        existing: &'a [Task],
-        keys: &[Option<String>],
-        next_id: u64,
-    ) -> Result<daicho_core::merge::Decided<'a>> {
-        use daicho_core::authority::{Authority, refused_field_reason};
-        use daicho_core::merge::{Refused, decide};
+    /// producer, an id twice in the input (both lines given).
+    pub fn decider(&self, next_id: u64) -> Result<daicho_core::merge::Decider<'_>> {
+        use daicho_core::authority::Authority;
+        use daicho_core::merge::Decider;
 
-        let authority = Authority::of(&self.actor);
-        let refused = match decide(existing, &self.items, keys, authority, next_id) {
-            Ok(decided) => return Ok(decided),
-            Err(refused) => refused,
-        };
-        let reason = match &refused {
+        Decider::new(&self.items, Authority::of(&self.actor), next_id).map_err(|r| self.refusal(&r, &[]))
+    }
+
+    /// Decides the items at `range` given their keys (`daicho_core::merge::incoming_keys`) and
+    /// the ledger rows those keys or the items' requested ids match.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::InvalidInput`] naming the item's file and line: an id that names another
+    /// task (both keys given).
+    pub fn take(
+        &self,
+        decider: &mut daicho_core::merge::Decider<'_>,
+        range: std::ops::Range<usize>,
+        keys: Vec<Option<String>>,
+        rows: &[Task],
+    ) -> Result<()> {
+        decider.take(range, keys, rows).map_err(|r| self.refusal(&r, rows))
+    }
+
+    /// The input error of a refused batch; `rows` may hold the row a refusal names.
+    fn refusal(&self, refused: &daicho_core::merge::Refused, rows: &[Task]) -> StoreError {
+        use daicho_core::authority::refused_field_reason;
+        use daicho_core::merge::Refused;
+
+        let reason = match refused {
             Refused::PersonField(note) => refused_field_reason(&self.actor, note.field),
             Refused::IdOfAnotherTask { id, row_key, item_key, .. } => {
-                let project = existing
+                let project = rows
                     .iter()
                     .find(|t| t.id == *id)
                     .filter(|t| !t.project.is_empty())
@@ -1023,7 +1038,7 @@ impl Batch {
                 format!("id '{reference}' appears twice in this input: here and at {at}")
             }
         };
-        Err(self.error_at(Some(refused.index()), reason))
+        self.error_at(Some(refused.index()), reason)
     }
 
     /// The ranges of items a backend builds and writes in turn: the rows of one range are
@@ -1043,7 +1058,7 @@ impl Batch {
     /// nothing.
     pub fn dep_changes(
         &self,
-        decided: &daicho_core::merge::Decided<'_>,
+        decided: &daicho_core::merge::Decided,
     ) -> Result<Vec<daicho_core::dag::NewDeps>> {
         use daicho_core::dag::NewDeps;
 

@@ -85,7 +85,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         (None, Some(id), _) => {
             (Some(*id), false, Some("already in the ledger; empty cells filled".to_owned()))
         }
-        (None, None, Some(skip)) => (skip.id, false, Some(skip.reason.clone())),
+        (None, None, Some(skip)) => (skip.id, false, Some(skip.reason.to_string())),
         _ => (None, false, None),
     };
     let id = id.map(|i| i.to_string());
