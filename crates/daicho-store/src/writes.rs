@@ -204,7 +204,7 @@ pub fn insert_writes<'a>(
     }))
 }
 
-/// The writes of a range of an upsert whose merge was decided by [`Batch::decide`] (`plan` is
+/// The writes of a range of an upsert whose merge was decided by [`Batch::decider`] (`plan` is
 /// the range's, from `Decided::plan`) and whose deps were checked: the new rows ([`inserts`]), each journaled `add` with the whole row, then each patch
 /// applied to its row as read (`before`, locked where the backend locks), deps recounted where
 /// they changed, journaled `patch`. Made one at a time as the backend applies them, so memory
