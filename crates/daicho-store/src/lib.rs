@@ -604,8 +604,10 @@ pub fn role_lease_value(owner: &str, until: Timestamp) -> String {
 pub trait Store: Send + Sync {
     /// Upserts a batch (sync, push, import, add) in one transaction.
     ///
-    /// Reads the rows the items match, asks `daicho_core::merge_plan` what to do, checks the new
-    /// dependency edges with `daicho_core::dag::check_new_deps`, then inserts the new rows,
+    /// Reads the rows the items match and decides what to do (the merge rules of
+    /// `daicho_core::merge`, a range of items at a time: [`Batch::decider`]), checks the whole
+    /// batch's new dependency edges with `daicho_core::dag::check_new_deps`, then, a range at a
+    /// time in the same transaction, inserts the new rows,
     /// fills the patched cells, keeps the per-row count of unmet deps right and journals every
     /// change with `batch.actor`. New rows keep a requested `T-` id when that number was never
     /// used; other ids are assigned from a counter that never goes back, so an id is never
