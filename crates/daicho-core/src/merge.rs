@@ -2,8 +2,13 @@
 //!
 //! [`merge_plan`] takes the existing rows that matter (those whose key or id an incoming item
 //! names; passing the whole ledger is also correct), the incoming items, `now` and the next free
-//! id number, and returns what to add, what to patch and what to skip with a reason. The store
-//! applies the plan in one transaction; it never re-decides it.
+//! id number, and returns what to add, what to patch and what to skip with a reason.
+//!
+//! A store makes the same decision in two halves so that a large batch never holds every row at
+//! once: a [`Decider`] takes the input a range at a time with the rows that range matches, and
+//! its [`Decided`] builds the plan of one range at a time ([`Decided::plan`]); the ranges'
+//! plans together are [`merge_plan`]'s. The store applies them in one transaction and never
+//! re-decides them.
 
 use std::collections::{HashMap, HashSet};
 
