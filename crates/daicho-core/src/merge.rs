@@ -397,7 +397,8 @@ pub struct Decider<'i> {
     authority: Authority,
     next_id: u64,
     ignored: Vec<FieldNote>,
-    /// Ledger ids named as deps or requested: fresh ids never take such a number.
+    /// The largest ledger id named as a dep: fresh ids never take such a number (the ids items
+    /// keep are in `planned`).
     max_named: u64,
     max_existing: u64,
     /// The first item of each key (M7); the keys of the ranges taken are kept only here.
