@@ -205,9 +205,10 @@ pub fn insert_writes<'a>(
 }
 
 /// The writes of a range of an upsert whose merge was decided by [`Batch::decider`] (`plan` is
-/// the range's, from `Decided::plan`) and whose deps were checked: the new rows ([`inserts`]), each journaled `add` with the whole row, then each patch
-/// applied to its row as read (`before`, locked where the backend locks), deps recounted where
-/// they changed, journaled `patch`. Made one at a time as the backend applies them, so memory
+/// the range's, from `Decided::plan`) and whose deps were checked: the new rows ([`inserts`]),
+/// each journaled `add` with the whole row, then each patch applied to its row as read
+/// (`before`, locked where the backend locks), deps recounted where they changed, journaled
+/// `patch`. Made one at a time as the backend applies them, so memory
 /// does not grow with copies of every row and journal entry of a large batch.
 ///
 /// # Errors
@@ -215,10 +216,10 @@ pub fn insert_writes<'a>(
 /// Each item: [`StoreError::NotFound`] for a patched row missing from `before`;
 /// [`StoreError::Backend`] if a journal entry does not encode. The caller's transaction is then
 /// rolled back.
-pub fn plan_upsert<'a, B: std::borrow::Borrow<Task>>(
+pub fn plan_upsert<'a>(
     batch: &'a Batch,
     plan: &'a Plan,
-    before: &'a HashMap<TaskId, B>,
+    before: &'a HashMap<TaskId, Task>,
     statuses: &'a HashMap<TaskId, Status>,
 ) -> impl Iterator<Item = Result<RowWrite>> + 'a {
     let actor = batch.actor.to_string();
@@ -230,9 +231,7 @@ pub fn plan_upsert<'a, B: std::borrow::Borrow<Task>>(
     // A patch is a change of one row like any other: the row, its edges when its deps were
     // filled, its journal entry.
     let patches = plan.patch.iter().flat_map(move |patch| -> Vec<Result<RowWrite>> {
-        let Some(row) = before.get(&patch.id).map(B::borrow) else {
-            return vec![Err(StoreError::NotFound(patch.id))];
-        };
+        let Some(row) = before.get(&patch.id) else { return vec![Err(StoreError::NotFound(patch.id))] };
         let mut after = row.clone();
         patch.fields.apply_to(&mut after);
         after.updated_at = batch.now;
