@@ -285,7 +285,7 @@ fn fsync_rate(dir: &Path) -> f64 {
 async fn seed_items<S: daicho_store::Store>(store: &S, items: Vec<daicho_core::Item>) {
     for chunk in items.chunks(10_000) {
         let batch = daicho_store::Batch {
-            items: chunk.to_vec(),
+            items: chunk.to_vec().into(),
             actor: daicho_core::Actor::System,
             now: jiff::Timestamp::now(),
             file: "bench".into(),

@@ -1,7 +1,14 @@
 //! Incoming items: what a source, a push or an import offers to the ledger.
 
+use std::borrow::Cow;
+use std::ops::Range;
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use jiff::civil::Date;
+
+use crate::error::InputError;
+use crate::format::ItemText;
 
 use crate::task::{Status, Tags};
 
@@ -74,5 +81,112 @@ impl Item {
     /// Whether the item is blank: no id and no title (M9: a blank line is not a task).
     pub fn is_blank(&self) -> bool {
         self.title.trim().is_empty() && self.ref_id.as_deref().is_none_or(|r| r.trim().is_empty())
+    }
+}
+
+/// The items of one input, in order: held whole, or kept as the text they were read from and
+/// parsed again a range at a time ([`ItemText`]), so that a large input never exists as one
+/// `Vec<Item>` (I1: an upsert's memory grows with the range it writes, not with the input).
+#[derive(Clone, Debug, Default)]
+pub struct Items {
+    parts: Vec<Part>,
+    len: usize,
+}
+
+#[derive(Clone, Debug)]
+enum Part {
+    Held(Vec<Item>),
+    Text(Arc<ItemText>),
+}
+
+impl Part {
+    fn len(&self) -> usize {
+        match self {
+            Part::Held(items) => items.len(),
+            Part::Text(text) => text.len(),
+        }
+    }
+}
+
+impl Items {
+    /// The number of items.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Adds items after those already here.
+    pub fn push(&mut self, items: Vec<Item>) {
+        self.len += items.len();
+        self.parts.push(Part::Held(items));
+    }
+
+    /// Adds `other`'s items after those already here.
+    pub fn append(&mut self, other: Items) {
+        self.len += other.len;
+        self.parts.extend(other.parts);
+    }
+
+    /// Adds the items of a text after those already here.
+    pub fn push_text(&mut self, text: ItemText) {
+        self.len += text.len();
+        self.parts.push(Part::Text(Arc::new(text)));
+    }
+
+    /// The items at `range`: borrowed when they are held in one piece, else read (again).
+    ///
+    /// # Errors
+    ///
+    /// The [`InputError`] of an item that no longer reads (a text is checked whole when it is
+    /// kept, so only a defect shows here).
+    ///
+    /// # Panics
+    ///
+    /// When `range` reaches past the items.
+    pub fn range(&self, range: Range<usize>) -> Result<Cow<'_, [Item]>, InputError> {
+        assert!(range.start <= range.end && range.end <= self.len, "a range of the items");
+        let mut start = 0;
+        let mut out: Vec<Item> = Vec::new();
+        for part in &self.parts {
+            let end = start + part.len();
+            let (from, to) = (range.start.max(start), range.end.min(end));
+            if from < to {
+                match part {
+                    Part::Held(items) if from == range.start && to == range.end => {
+                        return Ok(Cow::Borrowed(&items[from - start..to - start]));
+                    }
+                    Part::Held(items) => out.extend_from_slice(&items[from - start..to - start]),
+                    Part::Text(text) => out.extend(text.items(from - start..to - start)?),
+                }
+            }
+            start = end;
+        }
+        Ok(Cow::Owned(out))
+    }
+
+    /// The item at `index`, if there is one and it reads (for messages about it).
+    pub fn get(&self, index: usize) -> Option<Item> {
+        (index < self.len)
+            .then(|| self.range(index..index + 1).ok())
+            .flatten()
+            .and_then(|i| i.first().cloned())
+    }
+}
+
+impl From<Vec<Item>> for Items {
+    fn from(items: Vec<Item>) -> Items {
+        let mut all = Items::default();
+        all.push(items);
+        all
+    }
+}
+
+impl FromIterator<Item> for Items {
+    fn from_iter<I: IntoIterator<Item = Item>>(items: I) -> Items {
+        Items::from(items.into_iter().collect::<Vec<Item>>())
     }
 }

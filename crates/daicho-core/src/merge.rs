@@ -364,18 +364,14 @@ pub fn merge_plan_with_keys(
 ) -> Plan {
     let refused = |refused| Plan { next_id, refused: Some(refused), ..Plan::default() };
     assert_eq!(keys.len(), incoming.len(), "one key per incoming item");
-    let mut decider = match Decider::new(incoming, authority, next_id) {
-        Ok(decider) => decider,
-        Err(e) => return refused(e),
-    };
-    if let Err(e) = decider.take(0..incoming.len(), keys.to_vec(), existing) {
+    let mut decider = Decider::new(authority, next_id);
+    if let Err(e) =
+        decider.check(0, incoming).and_then(|()| decider.take(0, incoming, keys.to_vec(), existing))
+    {
         return refused(e);
     }
     let rows: HashMap<TaskId, &Task> = existing.iter().map(|t| (t.id, t)).collect();
-    decider
-        .finish()
-        .plan(incoming, 0..incoming.len(), &rows, now)
-        .expect("every patched row is among the existing rows")
+    decider.finish().plan(0, incoming, &rows, now).expect("every patched row is among the existing rows")
 }
 
 /// What happens to an item, decided over the whole input.
@@ -387,13 +383,13 @@ enum Fate {
     Add(TaskId),
 }
 
-/// The first half of [`merge_plan_with_keys`], fed the ledger rows a range of items at a time:
-/// what becomes of each item (its fate and id), building no row, holding no row. A store reads
-/// the rows that match one range of items, hands them to [`Decider::take`], and so on through
-/// the input; [`Decider::finish`] then gives fresh ids and resolves references.
+/// The first half of [`merge_plan_with_keys`], fed the input and the ledger rows a range of
+/// items at a time: what becomes of each item (its fate and id), building no row, holding no
+/// row and no item. A store hands every range to [`Decider::check`], then reads the rows that
+/// match one range of items and hands both to [`Decider::take`], and so on through the input;
+/// [`Decider::finish`] then gives fresh ids and resolves references.
 #[derive(Debug)]
-pub struct Decider<'i> {
-    incoming: &'i [Item],
+pub struct Decider {
     authority: Authority,
     next_id: u64,
     ignored: Vec<FieldNote>,
@@ -401,11 +397,19 @@ pub struct Decider<'i> {
     /// keep are in `planned`).
     max_named: u64,
     max_existing: u64,
+    /// Items checked ([`Decider::check`]) and a duplicate id found among them.
+    checked: usize,
+    duplicate: Option<Refused>,
+    /// The item each reference names (its own id as written), over the whole input: unique,
+    /// since a second item with the same id refuses the input.
+    refs: HashMap<RefKey, usize>,
     /// The first item of each key (M7); the keys of the ranges taken are kept only here.
     first_by_key: HashMap<String, usize>,
     first_by_row: HashMap<u64, usize>,
     planned: HashSet<u64>,
     firsts: Vec<First>,
+    /// The dependency references of the items that add or patch a row, with their lines.
+    wanted_deps: Vec<(usize, Option<usize>, Vec<String>)>,
 }
 
 /// An item's fate after pass 1: an addition's id is given by [`Decider::finish`] unless it kept
@@ -417,66 +421,108 @@ enum First {
     Add(Option<TaskId>),
 }
 
-impl<'i> Decider<'i> {
-    /// Starts deciding `incoming` written under `authority`, the ledger's counter at `next_id`.
-    ///
-    /// # Errors
-    ///
-    /// [`Refused::PersonField`] or [`Refused::DuplicateId`]: the whole input is refused.
-    pub fn new(incoming: &'i [Item], authority: Authority, next_id: u64) -> Result<Decider<'i>, Refused> {
-        let screen = authority::screen(authority, incoming);
-        if let Some(note) = screen.refused {
-            return Err(Refused::PersonField(note));
-        }
-        if let Some(refused) = duplicate_id(incoming) {
-            return Err(refused);
-        }
-        // Ledger ids named as deps: fresh ids never take such a number, or a dep on a missing
-        // task would silently come to mean whatever row got its number next.
-        let max_named = incoming
-            .iter()
-            .flat_map(|i| i.deps.iter())
-            .filter_map(|d| TaskId::parse(d))
-            .map(TaskId::num)
-            .max()
-            .unwrap_or(0);
-        Ok(Decider {
-            incoming,
+impl Decider {
+    /// Starts deciding an input written under `authority`, the ledger's counter at `next_id`.
+    /// The input is then handed over a range at a time, twice: every range to
+    /// [`Decider::check`], then every range to [`Decider::take`], each time in order from the
+    /// first item, so that a store never needs the whole input at once.
+    pub fn new(authority: Authority, next_id: u64) -> Decider {
+        Decider {
             authority,
             next_id,
-            ignored: screen.ignored,
-            max_named,
+            ignored: Vec::new(),
+            max_named: 0,
             max_existing: 0,
-            first_by_key: HashMap::with_capacity(incoming.len()),
+            checked: 0,
+            duplicate: None,
+            refs: HashMap::new(),
+            first_by_key: HashMap::new(),
             first_by_row: HashMap::new(),
             planned: HashSet::new(),
-            firsts: Vec::with_capacity(incoming.len()),
-        })
+            firsts: Vec::new(),
+            wanted_deps: Vec::new(),
+        }
     }
 
-    /// Decides the items at `range` — the next range: ranges are taken in order, without gaps
-    /// — given their [`incoming_keys`] and the ledger rows those keys or the items' requested
-    /// ids match (more rows do no harm).
+    /// Checks the next `items` of the input, which start at item `start`: the fields only a
+    /// person writes (S13), ids named twice, the ledger ids named as deps.
     ///
     /// # Errors
     ///
-    /// [`Refused::IdOfAnotherTask`]: the whole input is refused.
+    /// [`Refused::PersonField`]: the whole input is refused. An id named twice
+    /// ([`Refused::DuplicateId`]) refuses it too, from the first [`Decider::take`], so that a
+    /// person-only field anywhere in the input is the reason given first.
     ///
     /// # Panics
     ///
-    /// When `range` does not start where the last one ended, or `keys` is not one per item.
+    /// When `start` is not where the last range checked ended.
+    pub fn check(&mut self, start: usize, items: &[Item]) -> Result<(), Refused> {
+        assert_eq!(start, self.checked, "ranges in order");
+        self.checked += items.len();
+        let screen = authority::screen(self.authority, items);
+        let at = |note: FieldNote| FieldNote { index: note.index + start, ..note };
+        if let Some(note) = screen.refused {
+            return Err(Refused::PersonField(at(note)));
+        }
+        self.ignored.extend(screen.ignored.into_iter().map(at));
+        for (index, item) in (start..).zip(items) {
+            // Ledger ids named as deps: fresh ids never take such a number, or a dep on a
+            // missing task would silently come to mean whatever row got its number next.
+            for dep in &item.deps {
+                if let Some(id) = TaskId::parse(dep) {
+                    self.max_named = self.max_named.max(id.num());
+                }
+            }
+            let Some(reference) = item.ref_id.as_deref().filter(|r| !r.trim().is_empty() && is_keyed(item))
+            else {
+                continue;
+            };
+            match self.refs.entry(RefKey::of(reference)) {
+                std::collections::hash_map::Entry::Occupied(first) => {
+                    let first_index = *first.get();
+                    self.duplicate.get_or_insert_with(|| Refused::DuplicateId {
+                        index,
+                        first_index,
+                        reference: reference.trim().to_owned(),
+                    });
+                }
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(index);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Decides the next `items`, which start at item `start`, given their [`incoming_keys`] and
+    /// the ledger rows those keys or the items' requested ids match (more rows do no harm).
+    ///
+    /// # Errors
+    ///
+    /// [`Refused::DuplicateId`] found by [`Decider::check`], or [`Refused::IdOfAnotherTask`]:
+    /// the whole input is refused.
+    ///
+    /// # Panics
+    ///
+    /// When `start` is not where the last range taken ended, the input was not checked that
+    /// far, or `keys` is not one per item.
     pub fn take(
         &mut self,
-        range: std::ops::Range<usize>,
+        start: usize,
+        items: &[Item],
         keys: Vec<Option<String>>,
         rows: &[Task],
     ) -> Result<(), Refused> {
+        let range = start..start + items.len();
         assert_eq!(range.start, self.firsts.len(), "ranges in order");
+        assert!(range.end <= self.checked, "every range checked before one is taken");
         assert_eq!(keys.len(), range.len(), "one key per item of the range");
-        let incoming = &self.incoming[range.clone()];
+        if let Some(duplicate) = self.duplicate.clone() {
+            return Err(duplicate);
+        }
         let mut wanted: HashMap<&str, Option<&Task>> =
             keys.iter().flatten().map(|k| (k.as_str(), None)).collect();
-        let requested: HashSet<u64> = incoming
+        let requested: HashSet<u64> = items
             .iter()
             .filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse))
             .map(TaskId::num)
@@ -496,7 +542,7 @@ impl<'i> Decider<'i> {
         // The row each item of the range matched, if any.
         let mut matched: Vec<Option<&Task>> = Vec::with_capacity(range.len());
         // Pass 1: match every item by key and decide its fate; keep requested ids that are free.
-        for (index, (item, key)) in range.clone().zip(incoming.iter().zip(&keys)) {
+        for (index, (item, key)) in range.clone().zip(items.iter().zip(&keys)) {
             let Some(key) = key.as_deref() else {
                 self.firsts.push(First::Skip(SkipReason::Blank, None));
                 matched.push(None);
@@ -526,6 +572,9 @@ impl<'i> Decider<'i> {
                 continue;
             }
             self.first_by_key.insert(key.to_owned(), index);
+            if !item.deps.is_empty() && !row.is_some_and(|r| r.status.is_closed()) {
+                self.wanted_deps.push((index, item.line, item.deps.clone()));
+            }
             if let Some(row) = row {
                 self.first_by_row.insert(row.id.num(), index);
                 self.firsts.push(if row.status.is_closed() {
@@ -544,11 +593,10 @@ impl<'i> Decider<'i> {
         }
         // A pulled item that repeats what its row already holds (a file daicho wrote back into)
         // overwrites nothing: only fields that differ are reported as ignored.
-        let start = range.start;
         self.ignored.retain(|note| {
             !range.contains(&note.index)
                 || !matched[note.index - start]
-                    .is_some_and(|row| note.field.agrees(&self.incoming[note.index], row))
+                    .is_some_and(|row| note.field.agrees(&items[note.index - start], row))
         });
         Ok(())
     }
@@ -558,28 +606,30 @@ impl<'i> Decider<'i> {
     ///
     /// # Panics
     ///
-    /// When an item was not taken.
+    /// When an item checked was not taken.
     pub fn finish(self) -> Decided {
         let Decider {
-            incoming,
             authority,
             next_id,
             ignored,
             max_named,
             max_existing,
+            checked,
+            refs,
             planned,
             firsts,
             first_by_key,
+            wanted_deps,
             ..
         } = self;
         drop(first_by_key);
-        assert_eq!(firsts.len(), incoming.len(), "every item taken");
+        assert_eq!(firsts.len(), checked, "every item taken");
         let max_planned = planned.iter().copied().max().unwrap_or(0);
         // Every number from `next` on is free: above the ledger's counter, every existing row,
         // every id kept in pass 1 and every id named as a dep.
         let mut next = next_id.max(max_existing + 1).max(max_planned + 1).max(max_named + 1);
-        let mut fates: Vec<Fate> = Vec::with_capacity(incoming.len());
-        let mut resolved: Vec<Option<TaskId>> = Vec::with_capacity(incoming.len());
+        let mut fates: Vec<Fate> = Vec::with_capacity(firsts.len());
+        let mut resolved: Vec<Option<TaskId>> = Vec::with_capacity(firsts.len());
         for first in firsts {
             let (fate, id) = match first {
                 // A duplicate names the same task as the first item with its key.
@@ -601,23 +651,14 @@ impl<'i> Decider<'i> {
         }
 
         // References: an item's own id (as written) names the row it resolved to.
-        let mut refs: HashMap<RefKey, TaskId> = HashMap::new();
-        for (item, id) in incoming.iter().zip(&resolved) {
-            if let (Some(reference), Some(id)) = (item.ref_id.as_deref(), id) {
-                refs.entry(RefKey::of(reference)).or_insert(*id);
-            }
-        }
+        let refs: HashMap<RefKey, TaskId> =
+            refs.into_iter().filter_map(|(reference, index)| Some((reference, resolved[index]?))).collect();
         drop(resolved);
         let mut unresolved = Vec::new();
-        let deps = incoming
-            .iter()
-            .zip(&fates)
-            .enumerate()
-            .map(|(index, (item, fate))| match fate {
-                Fate::Skip(..) => Vec::new(),
-                Fate::Patch(..) | Fate::Add(_) => resolve_deps(item, index, &refs, &mut unresolved),
-            })
-            .collect();
+        let mut deps = vec![Vec::new(); fates.len()];
+        for (index, line, references) in wanted_deps {
+            deps[index] = resolve_deps(&references, index, line, &refs, &mut unresolved);
+        }
         Decided { fates, deps, unresolved, next_id: next, ignored, authority }
     }
 }
@@ -696,10 +737,10 @@ impl Decided {
         adds.chain(patches).collect()
     }
 
-    /// The plan of the items at `range` (the whole input's [`Plan`] when the range covers it):
-    /// their new rows built, their patches and skips, the unresolved references and ignored
-    /// fields among them. `incoming` is the input decided; `rows` holds (at least) the rows the
-    /// range patches ([`Decided::patched`]), as they are now.
+    /// The plan of the `items` that start at item `start` (the whole input's [`Plan`] when they
+    /// are the whole input): their new rows built, their patches and skips, the unresolved
+    /// references and ignored fields among them. `rows` holds (at least) the rows the items
+    /// patch ([`Decided::patched`]), as they are now.
     ///
     /// # Errors
     ///
@@ -710,11 +751,12 @@ impl Decided {
     /// When `range` reaches past the input.
     pub fn plan<T: std::borrow::Borrow<Task>>(
         &self,
-        incoming: &[Item],
-        range: std::ops::Range<usize>,
+        start: usize,
+        items: &[Item],
         rows: &HashMap<TaskId, T>,
         now: Timestamp,
     ) -> Result<Plan, TaskId> {
+        let range = start..start + items.len();
         let in_range = |index: usize| range.contains(&index);
         let mut plan = Plan {
             next_id: self.next_id,
@@ -722,8 +764,7 @@ impl Decided {
             ignored: self.ignored.iter().filter(|n| in_range(n.index)).cloned().collect(),
             ..Plan::default()
         };
-        for index in range {
-            let item = &incoming[index];
+        for (index, item) in range.clone().zip(items) {
             match &self.fates[index] {
                 Fate::Skip(reason, id) => plan.skip.push(Skip {
                     index,
@@ -774,22 +815,6 @@ fn refuse_id(index: usize, other: &Task, item_key: &str) -> Refused {
     }
 }
 
-/// The second item of the input that names an id an earlier one named.
-fn duplicate_id(incoming: &[Item]) -> Option<Refused> {
-    let mut first: HashMap<RefKey, usize> = HashMap::new();
-    for (index, item) in incoming.iter().enumerate() {
-        let Some(reference) = item.ref_id.as_deref().filter(|r| !r.trim().is_empty() && is_keyed(item))
-        else {
-            continue;
-        };
-        if let Some(&first_index) = first.get(&RefKey::of(reference)) {
-            return Some(Refused::DuplicateId { index, first_index, reference: reference.trim().to_owned() });
-        }
-        first.insert(RefKey::of(reference), index);
-    }
-    None
-}
-
 /// A new row from a writer who is no person keeps none of a person's fields (S13).
 fn clear_person_fields(task: &mut Task) {
     task.run = false;
@@ -816,13 +841,14 @@ impl RefKey {
 }
 
 fn resolve_deps(
-    item: &Item,
+    references: &[String],
     index: usize,
+    line: Option<usize>,
     refs: &HashMap<RefKey, TaskId>,
     unresolved: &mut Vec<UnresolvedDep>,
 ) -> Vec<TaskId> {
-    let mut deps: Vec<TaskId> = Vec::with_capacity(item.deps.len());
-    for reference in &item.deps {
+    let mut deps: Vec<TaskId> = Vec::with_capacity(references.len());
+    for reference in references {
         if reference.trim().is_empty() {
             continue;
         }
@@ -834,7 +860,7 @@ fn resolve_deps(
         match id {
             Some(id) if !deps.contains(&id) => deps.push(id),
             Some(_) => {}
-            None => unresolved.push(UnresolvedDep { index, line: item.line, reference: reference.clone() }),
+            None => unresolved.push(UnresolvedDep { index, line, reference: reference.clone() }),
         }
     }
     deps
@@ -1385,6 +1411,34 @@ mod tests {
             })
     }
 
+    /// S13, M1: an input checked a range at a time is refused for the reason it would be as a
+    /// whole: a person-only field anywhere is named before an id named twice, and an id named
+    /// twice in two ranges refuses it before anything is taken.
+    #[test]
+    fn s13_an_input_checked_in_ranges_is_refused_as_a_whole() {
+        let mut first = Item::new("one", "s");
+        first.ref_id = Some("t1".into());
+        let mut second = Item::new("two", "s");
+        second.ref_id = Some("t1".into());
+        let mut third = Item::new("three", "s");
+        third.correction = "only a person writes this".into();
+        let items = [first, second, third];
+        let mut decider = Decider::new(Authority::Producer, 1);
+        decider.check(0, &items[..1]).expect("one id so far");
+        decider.check(1, &items[1..2]).expect("the second id refuses at the first take");
+        let refused = decider.check(2, &items[2..]).expect_err("a person's field");
+        assert!(matches!(&refused, Refused::PersonField(note) if note.index == 2), "{refused:?}");
+
+        let mut decider = Decider::new(Authority::Producer, 1);
+        decider.check(0, &items[..1]).expect("one id so far");
+        decider.check(1, &items[1..2]).expect("the second id refuses at the first take");
+        let refused = decider.take(0, &items[..1], incoming_keys(&items[..1]), &[]).expect_err("an id twice");
+        assert!(
+            matches!(&refused, Refused::DuplicateId { index: 1, first_index: 0, reference } if reference == "t1"),
+            "{refused:?}"
+        );
+    }
+
     proptest! {
         #[test]
         fn m8_merge_twice_is_idempotent(
@@ -1431,12 +1485,15 @@ mod tests {
             // A store hands each range the rows its items' keys match, and later the rows it patches.
             let ranges: Vec<std::ops::Range<usize>> =
                 (0..n).step_by(chunk).map(|start| start..(start + chunk).min(n)).collect();
-            let mut decider = Decider::new(&items, Authority::Person, 10).expect("not refused");
+            let mut decider = Decider::new(Authority::Person, 10);
+            for range in &ranges {
+                decider.check(range.start, &items[range.clone()]).expect("not refused");
+            }
             for range in &ranges {
                 let keys = incoming_keys(&items[range.clone()]);
                 let wanted: HashSet<&str> = keys.iter().flatten().map(String::as_str).collect();
                 let rows: Vec<Task> = ledger.iter().filter(|t| wanted.contains(t.key.as_str())).cloned().collect();
-                decider.take(range.clone(), keys, &rows).expect("not refused");
+                decider.take(range.start, &items[range.clone()], keys, &rows).expect("not refused");
             }
             let decided = decider.finish();
             let mut joined = Plan { next_id: decided.next_id, ..Plan::default() };
@@ -1446,7 +1503,7 @@ mod tests {
                     .filter(|t| decided.patched(range.clone()).contains(&t.id))
                     .map(|t| (t.id, t))
                     .collect();
-                let part = decided.plan(&items, range, &rows, now()).expect("the patched rows are given");
+                let part = decided.plan(range.start, &items[range], &rows, now()).expect("the patched rows are given");
                 joined.add.extend(part.add);
                 joined.patch.extend(part.patch);
                 joined.skip.extend(part.skip);

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use daicho_core::error::decode_utf8;
 use daicho_core::format::{self, Format, ItemDefaults};
+use daicho_core::item::Items;
 use daicho_core::mapping::Mapping;
 use daicho_core::{InputError, Item};
 
@@ -71,6 +72,24 @@ pub fn parse(
     defaults: &ItemDefaults,
 ) -> Result<Vec<Item>, InputError> {
     format::parse(format, decode_utf8(bytes, name)?, name, defaults)
+}
+
+/// Decodes and reads one input's bytes as [`parse`] does, every item checked, into [`Items`]
+/// that keep the text and parse it again a range at a time (JSON, JSON Lines, CSV), so that a
+/// large import or push never holds all its items at once.
+///
+/// # Errors
+///
+/// As [`parse`].
+pub fn parse_items(
+    name: &str,
+    bytes: Vec<u8>,
+    format: Format,
+    defaults: &ItemDefaults,
+) -> Result<Items, InputError> {
+    decode_utf8(&bytes, name)?;
+    let text = String::from_utf8(bytes).map_err(|e| InputError::new(name, None, e.to_string()))?;
+    format::read_items(format, text, name, defaults)
 }
 
 /// Reads and parses one input ([`read`], then [`parse`]).

@@ -96,7 +96,7 @@ pub async fn save<S: Store>(store: &S, request: PlanRequest) -> Result<PlanRepor
         item.source = source.clone();
     }
     let retire: Vec<TaskId> = earlier.iter().filter(|t| t.status.is_open()).map(|t| t.id).collect();
-    let batch = Batch { items, actor, now, file, unknown_deps: UnknownDeps::Refuse };
+    let batch = Batch { items: items.into(), actor, now, file, unknown_deps: UnknownDeps::Refuse };
     let report = store.replan(batch, retire.clone()).await?;
     Ok(PlanReport {
         goal,

@@ -261,7 +261,7 @@ impl<S: Store + 'static> Engine<S> {
             return Ok((None, None));
         }
         let batch = Batch {
-            items: found,
+            items: found.into(),
             actor: Actor::Push(action.to_owned()),
             now: self.now(),
             file: format!("<output of run {}>", idempotency_key(id, attempt)),

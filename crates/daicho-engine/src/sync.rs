@@ -188,7 +188,7 @@ pub(crate) async fn pull_one<S: Store>(
         let pulled = crate::sources::pull(config, source).await?;
         result.read = pulled.read;
         let batch = Batch {
-            items: pulled.items,
+            items: pulled.items.into(),
             actor: Actor::Sync(source.name.clone()),
             now: clock.now(),
             file: pulled.origin,

@@ -35,7 +35,7 @@ async fn s4_a_lease_expires_when_the_clock_passes_it() {
     item.action = "work".into();
     item.tags = Tags::parse_list("ai");
     let batch = Batch {
-        items: vec![item],
+        items: vec![item].into(),
         actor: Actor::System,
         now: start,
         file: "test".into(),

@@ -10,7 +10,7 @@ use daicho_store::{Batch, Store, UnknownDeps};
 
 async fn seed(store: &SqliteStore, items: Vec<Item>) -> Vec<daicho_core::TaskId> {
     let batch = Batch {
-        items,
+        items: items.into(),
         actor: Actor::Human("test".into()),
         now: jiff::Timestamp::now(),
         file: "test".into(),

@@ -39,7 +39,7 @@ fn item(title: &str, action: &str) -> Item {
 
 async fn push(store: &SqliteStore, items: Vec<Item>) {
     let batch = Batch {
-        items,
+        items: items.into(),
         actor: Actor::System,
         now: jiff::Timestamp::now(),
         file: "test".into(),

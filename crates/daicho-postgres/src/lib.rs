@@ -891,8 +891,8 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
     // the matched rows of the whole batch are never held at once.
     let mut decider = batch.decider(next_id as u64)?;
     for range in batch.ranges() {
-        let items = &batch.items[range.clone()];
-        let keys = incoming_keys(items);
+        let items = batch.range(range.clone())?;
+        let keys = incoming_keys(&items);
         let wanted_keys: Vec<&str> =
             keys.iter().flatten().map(String::as_str).collect::<HashSet<_>>().into_iter().collect();
         let wanted_ids: Vec<TaskId> = items
@@ -903,7 +903,7 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
             .collect();
         let rows = rows::rows_matching(tx, &wanted_ids, &wanted_keys).await?;
         drop(wanted_keys);
-        batch.take(&mut decider, range, keys, &rows)?;
+        batch.take(&mut decider, range.start, &items, keys, &rows)?;
     }
     let decided = decider.finish();
     // The whole batch's edges are checked before anything is written.
@@ -923,11 +923,12 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
         // run columns.
         let patched: Vec<i64> = decided.patched(range.clone()).iter().map(|id| id.num() as i64).collect();
         let fresh = if patched.is_empty() { HashMap::new() } else { runs::lock_rows(tx, &patched).await? };
-        let plan = decided.plan(&batch.items, range, &fresh, batch.now).map_err(StoreError::NotFound)?;
+        let items = batch.range(range.clone())?;
+        let plan = decided.plan(range.start, &items, &fresh, batch.now).map_err(StoreError::NotFound)?;
         let added: Vec<&Task> = plan.add.iter().map(|a| &a.task).collect();
         let statuses = rows::statuses(tx, &writes::outside_deps(&added)).await?;
         rows::apply_all(tx, writes::plan_upsert(batch, &plan, &fresh, &statuses)).await?;
-        report.note_plan(batch, &plan);
+        report.note_plan(range.start, &items, &plan);
     }
     tx.execute(
         "UPDATE meta SET value = $1 WHERE name = 'next_id'",

@@ -339,7 +339,7 @@ pub(crate) async fn push_items<S: Store>(
     let defaults = ItemDefaults { source: source.clone(), project };
     let items = daicho_core::format::json::parse(text, file, &defaults)?;
     let batch = Batch {
-        items,
+        items: items.into(),
         actor: Actor::Push(source),
         now: jiff::Timestamp::now(),
         file: file.to_owned(),

@@ -639,13 +639,13 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     let mut decider = batch.decider(next_id as u64)?;
     let mut matched = 0;
     for range in batch.ranges() {
-        let items = &batch.items[range.clone()];
-        let keys = incoming_keys(items);
+        let items = batch.range(range.clone())?;
+        let keys = incoming_keys(&items);
         let ids: Vec<TaskId> =
             items.iter().filter_map(|i| i.ref_id.as_deref().and_then(TaskId::parse)).collect();
         let rows = rows::rows_matching(tx, &ids, keys.iter().flatten().map(String::as_str))?;
         matched += rows.len();
-        batch.take(&mut decider, range, keys, &rows)?;
+        batch.take(&mut decider, range.start, &items, keys, &rows)?;
     }
     let decided = decider.finish();
     let planned = started.elapsed();
@@ -668,11 +668,12 @@ fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
     for range in batch.ranges() {
         let patched = rows::rows_matching(tx, &decided.patched(range.clone()), std::iter::empty())?;
         let before: HashMap<TaskId, Task> = patched.into_iter().map(|t| (t.id, t)).collect();
-        let plan = decided.plan(&batch.items, range, &before, batch.now).map_err(StoreError::NotFound)?;
+        let items = batch.range(range.clone())?;
+        let plan = decided.plan(range.start, &items, &before, batch.now).map_err(StoreError::NotFound)?;
         let added: Vec<&Task> = plan.add.iter().map(|a| &a.task).collect();
         let statuses = rows::statuses(tx, &writes::outside_deps(&added))?;
         rows::apply_all(tx, writes::plan_upsert(batch, &plan, &before, &statuses))?;
-        report.note_plan(batch, &plan);
+        report.note_plan(range.start, &items, &plan);
     }
     tx.execute(
         "UPDATE meta SET value = ?1 WHERE name = 'next_id'",

@@ -109,7 +109,7 @@ fn with_id(title: &str, id: &str, deps: &[&str]) -> Item {
 
 fn batch(items: Vec<Item>) -> Batch {
     Batch {
-        items,
+        items: items.into(),
         actor: Actor::Push("contract".into()),
         now: t0(),
         file: "contract.json".into(),

@@ -22,6 +22,7 @@ use std::future::Future;
 
 use daicho_core::dag::DagError;
 use daicho_core::edit::TaskEdit;
+use daicho_core::item::Items;
 use daicho_core::policy::{ClaimScope, FailurePolicy, RunCounts};
 use daicho_core::{Actor, InputError, Item, Status, Task, TaskId};
 use jiff::{SignedDuration, Timestamp};
@@ -115,8 +116,8 @@ pub const UPSERT_RANGE: usize = 4096;
 /// A batch of incoming items to upsert through `merge_plan`.
 #[derive(Clone, Debug)]
 pub struct Batch {
-    /// The items, in input order.
-    pub items: Vec<Item>,
+    /// The items, in input order: held, or read again from their text a range at a time.
+    pub items: Items,
     /// Who is writing (`sync:<source>`, `push:<source>`, `human:<name>`).
     pub actor: Actor,
     /// The time stamped on new rows and journal entries.
@@ -165,9 +166,9 @@ pub struct IgnoredField {
 }
 
 impl UpsertReport {
-    /// Adds what a plan of a range of the batch did (both backends): its rows added and
-    /// patched, its skips and ignored fields, after those of the ranges before it.
-    pub fn note_plan(&mut self, batch: &Batch, plan: &daicho_core::Plan) {
+    /// Adds what the plan of the `items` that start at item `start` did (both backends): their
+    /// rows added and patched, their skips and ignored fields, after those of the ranges before.
+    pub fn note_plan(&mut self, start: usize, items: &[Item], plan: &daicho_core::Plan) {
         self.added.extend(plan.add.iter().map(|a| a.task.id));
         self.updated.extend(plan.patch.iter().map(|p| p.id));
         self.skipped.extend(plan.skip.iter().map(|s| SkippedItem {
@@ -178,7 +179,7 @@ impl UpsertReport {
         }));
         self.ignored.extend(plan.ignored.iter().map(|n| IgnoredField {
             line: n.line,
-            title: batch.items.get(n.index).map(|i| i.title.clone()).unwrap_or_default(),
+            title: items.get(n.index - start).map(|i| i.title.clone()).unwrap_or_default(),
             field: n.field.name(),
         }));
     }
@@ -978,37 +979,53 @@ macro_rules! delegate_store {
 
 impl Batch {
     /// Starts deciding how the batch merges (`daicho_core::merge::Decider` under the authority
-    /// of the batch's actor, S13): the one place both backends decide an upsert. A backend then
-    /// reads the rows each range of items matches ([`Batch::ranges`]) and hands them to
-    /// [`Batch::take`], finishes, checks the new edges, and builds and writes a range at a time
-    /// (`Decided::plan`).
+    /// of the batch's actor, S13): the one place both backends decide an upsert. Every range of
+    /// items ([`Batch::ranges`]) is checked here first; a backend then reads the rows each range
+    /// matches and hands them to [`Batch::take`], finishes, checks the new edges, and builds and
+    /// writes a range at a time (`Decided::plan`).
     ///
     /// # Errors
     ///
     /// [`StoreError::InvalidInput`] naming the item's file and line: a person-only field from a
-    /// producer, an id twice in the input (both lines given).
-    pub fn decider(&self, next_id: u64) -> Result<daicho_core::merge::Decider<'_>> {
+    /// producer; an item that no longer reads.
+    pub fn decider(&self, next_id: u64) -> Result<daicho_core::merge::Decider> {
         use daicho_core::authority::Authority;
         use daicho_core::merge::Decider;
 
-        Decider::new(&self.items, Authority::of(&self.actor), next_id).map_err(|r| self.refusal(&r, &[]))
+        let mut decider = Decider::new(Authority::of(&self.actor), next_id);
+        for range in self.ranges() {
+            let items = self.range(range.clone())?;
+            decider.check(range.start, &items).map_err(|r| self.refusal(&r, &[]))?;
+        }
+        Ok(decider)
     }
 
-    /// Decides the items at `range` given their keys (`daicho_core::merge::incoming_keys`) and
-    /// the ledger rows those keys or the items' requested ids match.
+    /// The items at `range`, read again when the batch keeps them as text.
     ///
     /// # Errors
     ///
-    /// [`StoreError::InvalidInput`] naming the item's file and line: an id that names another
-    /// task (both keys given).
+    /// [`StoreError::InvalidInput`]: an item that no longer reads.
+    pub fn range(&self, range: std::ops::Range<usize>) -> Result<std::borrow::Cow<'_, [Item]>> {
+        self.items.range(range).map_err(StoreError::InvalidInput)
+    }
+
+    /// Decides the `items` that start at item `start` given their keys
+    /// (`daicho_core::merge::incoming_keys`) and the ledger rows those keys or the items'
+    /// requested ids match.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::InvalidInput`] naming the item's file and line: an id twice in the input
+    /// (both lines given), an id that names another task (both keys given).
     pub fn take(
         &self,
-        decider: &mut daicho_core::merge::Decider<'_>,
-        range: std::ops::Range<usize>,
+        decider: &mut daicho_core::merge::Decider,
+        start: usize,
+        items: &[Item],
         keys: Vec<Option<String>>,
         rows: &[Task],
     ) -> Result<()> {
-        decider.take(range, keys, rows).map_err(|r| self.refusal(&r, rows))
+        decider.take(start, items, keys, rows).map_err(|r| self.refusal(&r, rows))
     }
 
     /// The input error of a refused batch; `rows` may hold the row a refusal names.
@@ -1032,8 +1049,7 @@ impl Batch {
                 )
             }
             Refused::DuplicateId { first_index, reference, .. } => {
-                let first = &self.items[*first_index];
-                let at = match first.line {
+                let at = match self.items.get(*first_index).and_then(|first| first.line) {
                     Some(line) => format!("line {line}"),
                     None => format!("item #{}", first_index + 1),
                 };
@@ -1083,16 +1099,16 @@ impl Batch {
     /// An input error about the item at `index`: names its file (or the batch's) and its line.
     pub fn error_at(&self, index: Option<usize>, reason: impl Into<String>) -> StoreError {
         let item = index.and_then(|i| self.items.get(i));
-        let file = item.and_then(|i| i.file.as_deref()).unwrap_or(&self.file);
-        StoreError::InvalidInput(InputError::new(file, item.and_then(|i| i.line), reason))
+        let file = item.as_ref().and_then(|i| i.file.as_deref()).unwrap_or(&self.file);
+        StoreError::InvalidInput(InputError::new(file, item.as_ref().and_then(|i| i.line), reason))
     }
 
     /// Converts a dependency error whose origin is an item index into an input error. The
     /// item's title is named too, since a new item's id may be one the ledger just chose.
     pub fn dag_error(&self, error: DagError) -> StoreError {
-        let title = error.origin().and_then(|i| self.items.get(i)).map(|i| i.title.trim());
-        let reason = match title {
-            Some(title) => format!("{error} (task '{title}')"),
+        let item = error.origin().and_then(|i| self.items.get(i));
+        let reason = match item {
+            Some(item) => format!("{error} (task '{}')", item.title.trim()),
             None => error.to_string(),
         };
         self.error_at(error.origin(), reason)

@@ -173,7 +173,7 @@ async fn walk<B: Backend>(backend: &B, seed: u64) -> usize {
                     _ => (Actor::Human("importer".into()), UnknownDeps::Refuse),
                 };
                 let plan = merge_plan(&model.tasks(), &items, now, model.next_id);
-                let batch = Batch { items, actor, now, file: "walk".into(), unknown_deps };
+                let batch = Batch { items: items.into(), actor, now, file: "walk".into(), unknown_deps };
                 match store.upsert(batch).await {
                     Ok(report) => {
                         let added: Vec<TaskId> = plan.add.iter().map(|a| a.task.id).collect();

@@ -85,6 +85,29 @@ pub struct Row {
 /// An [`InputError`] for an unterminated quote or a row with the wrong number of fields, at the
 /// line where it stands.
 pub fn table(text: &str, file: &str) -> Result<Table, InputError> {
+    let mut rows = Vec::new();
+    let (header, ()) = each_record(
+        text,
+        file,
+        |_| Ok(()),
+        |(), line, _, record| {
+            rows.push(Row { line, cells: record.iter().map(str::to_owned).collect() });
+            Ok(())
+        },
+    )?;
+    Ok(Table { header, header_line: 1, rows })
+}
+
+/// Reads CSV as [`table`] does, one record at a time: `header` sees the header's cells first,
+/// then `each` every record with what `header` made of them, its line and the byte offset it
+/// starts at (in the text after a byte order mark). Returns the header's cells and what
+/// `header` made.
+fn each_record<H>(
+    text: &str,
+    file: &str,
+    header: impl FnOnce(&[String]) -> Result<H, InputError>,
+    mut each: impl FnMut(&H, usize, usize, &::csv::StringRecord) -> Result<(), InputError>,
+) -> Result<(Vec<String>, H), InputError> {
     let text = crate::error::without_bom(text);
     if let Some(line) = unterminated_quote(text) {
         return Err(InputError::new(
@@ -107,14 +130,14 @@ pub fn table(text: &str, file: &str) -> Result<Table, InputError> {
         };
         InputError::new(file, Some(line), reason)
     };
-    let header = reader.headers().map_err(csv_error)?.iter().map(str::to_owned).collect();
-    let mut rows = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(csv_error)?;
+    let cells: Vec<String> = reader.headers().map_err(csv_error)?.iter().map(str::to_owned).collect();
+    let made = header(&cells)?;
+    let mut record = ::csv::StringRecord::new();
+    while reader.read_record(&mut record).map_err(csv_error)? {
         let line = record.position().map(|p| lines.at(p.byte() as usize)).unwrap_or(0);
-        rows.push(Row { line, cells: record.iter().map(str::to_owned).collect() });
+        each(&made, line, lines.offset, &record)?;
     }
-    Ok(Table { header, header_line: 1, rows })
+    Ok((cells, made))
 }
 
 /// Parses CSV with the ledger's columns (English or Japanese headers).
@@ -124,18 +147,67 @@ pub fn table(text: &str, file: &str) -> Result<Table, InputError> {
 /// An [`InputError`] for an unknown or duplicated column, a missing `title` column, a row with
 /// the wrong number of fields, or a bad value, at the line where it stands.
 pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
-    items(table(text, file)?, file, defaults)
+    let mut items = Vec::new();
+    each_item(text, file, defaults, |_, item| items.push(item))?;
+    Ok(items)
 }
 
-/// The items of a table whose header names the ledger's columns (a CSV file, a spreadsheet).
+/// Reads CSV as [`parse`] does and hands each item, with the byte offset of its record (in the
+/// text after a byte order mark), to `each`; returns the column each cell of a record fills,
+/// which [`item_at`] needs to read an item again.
 ///
 /// # Errors
 ///
 /// As [`parse`].
-pub fn items(table: Table, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
-    let at = Some(table.header_line);
-    let mut columns: Vec<&'static str> = Vec::with_capacity(table.header.len());
-    for header in &table.header {
+pub(crate) fn each_item(
+    text: &str,
+    file: &str,
+    defaults: &ItemDefaults,
+    mut each: impl FnMut(usize, Item),
+) -> Result<Vec<&'static str>, InputError> {
+    let (_, columns) = each_record(
+        text,
+        file,
+        |header| columns_of(header, file, Some(1)),
+        |columns, line, at, record| {
+            if let Some(item) = row_item(columns, line, record.iter(), file, defaults)? {
+                each(at, item);
+            }
+            Ok(())
+        },
+    )?;
+    Ok(columns)
+}
+
+/// The item of the record that starts at byte `at` of `text` (after a byte order mark), on line
+/// `line`, its cells filling `columns`; `None` for a blank row.
+///
+/// # Errors
+///
+/// An [`InputError`] at the line: bad CSV or a bad value.
+pub(crate) fn item_at(
+    text: &str,
+    at: usize,
+    line: usize,
+    columns: &[&'static str],
+    file: &str,
+    defaults: &ItemDefaults,
+) -> Result<Option<Item>, InputError> {
+    let text = crate::error::without_bom(text);
+    let mut reader =
+        ::csv::ReaderBuilder::new().has_headers(false).flexible(false).from_reader(text[at..].as_bytes());
+    let mut record = ::csv::StringRecord::new();
+    match reader.read_record(&mut record) {
+        Ok(true) => row_item(columns, line, record.iter(), file, defaults),
+        Ok(false) => Err(InputError::new(file, Some(line), "no record at this line")),
+        Err(e) => Err(InputError::new(file, Some(line), format!("invalid CSV: {e}"))),
+    }
+}
+
+/// The ledger column each header cell names.
+fn columns_of(header: &[String], file: &str, at: Option<usize>) -> Result<Vec<&'static str>, InputError> {
+    let mut columns: Vec<&'static str> = Vec::with_capacity(header.len());
+    for header in header {
         let column = column_of(header)
             .ok_or_else(|| InputError::new(file, at, format!("unknown column '{header}'")))?;
         if columns.contains(&column) {
@@ -146,22 +218,41 @@ pub fn items(table: Table, file: &str, defaults: &ItemDefaults) -> Result<Vec<It
     if !columns.contains(&"title") {
         return Err(InputError::new(file, at, "missing column 'title' (タスク)"));
     }
+    Ok(columns)
+}
+
+/// The item of one row whose cells fill `columns`; `None` for a blank row (M9).
+fn row_item<'c>(
+    columns: &[&'static str],
+    line: usize,
+    cells: impl Iterator<Item = &'c str>,
+    file: &str,
+    defaults: &ItemDefaults,
+) -> Result<Option<Item>, InputError> {
+    let mut item = Item { line: Some(line), ..Item::default() };
+    for (column, value) in columns.iter().zip(cells) {
+        set_column(&mut item, column, value)
+            .map_err(|reason| InputError::new(file, Some(line), format!("column '{column}': {reason}")))?;
+    }
+    if item.is_blank() {
+        return Ok(None);
+    }
+    if item.title.trim().is_empty() {
+        return Err(InputError::new(file, Some(line), "empty title"));
+    }
+    finish_item(item, defaults, file).map(Some)
+}
+
+/// The items of a table whose header names the ledger's columns (a CSV file, a spreadsheet).
+///
+/// # Errors
+///
+/// As [`parse`].
+pub fn items(table: Table, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
+    let columns = columns_of(&table.header, file, Some(table.header_line))?;
     let mut items = Vec::new();
     for row in table.rows {
-        let line = row.line;
-        let mut item = Item { line: Some(line), ..Item::default() };
-        for (column, value) in columns.iter().zip(&row.cells) {
-            set_column(&mut item, column, value).map_err(|reason| {
-                InputError::new(file, Some(line), format!("column '{column}': {reason}"))
-            })?;
-        }
-        if item.is_blank() {
-            continue;
-        }
-        if item.title.trim().is_empty() {
-            return Err(InputError::new(file, Some(line), "empty title"));
-        }
-        items.push(finish_item(item, defaults, file)?);
+        items.extend(row_item(&columns, row.line, row.cells.iter().map(String::as_str), file, defaults)?);
     }
     Ok(items)
 }

@@ -108,6 +108,24 @@ const DOCUMENT_KEYS: [&str; 5] = ["goal", "project", "source", "tasks", "version
 ///
 /// An [`InputError`] at the line of the syntax error, or of the item with a bad field.
 pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
+    let mut items = Vec::new();
+    each_item(text, file, defaults, |_, item| items.push(item))?;
+    Ok(items)
+}
+
+/// Reads a tasks.json document as [`parse`] does and hands each item, with its byte offset in
+/// `text`, to `each`; returns the defaults its items took (a document's own `project` and
+/// `source`), which [`item_at`] needs to read an item again.
+///
+/// # Errors
+///
+/// As [`parse`].
+pub(crate) fn each_item(
+    text: &str,
+    file: &str,
+    defaults: &ItemDefaults,
+    mut each: impl FnMut(usize, Item),
+) -> Result<ItemDefaults, InputError> {
     let syntax =
         |e: serde_json::Error| InputError::new(file, Some(e.line().max(1)), format!("invalid JSON: {e}"));
     let trimmed = text.trim_start().trim_start_matches('\u{feff}');
@@ -147,17 +165,13 @@ pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item
     } else {
         return Err(InputError::new(file, Some(1), "expected a JSON array of tasks or a tasks document"));
     };
-    let mut items = Vec::with_capacity(raw_items.len());
     let mut lines = LineCounter::new(text);
     for raw in raw_items {
         let line = lines.line_of(raw.get());
-        let wire: WireItem = serde_json::from_str(raw.get()).map_err(|e| {
-            InputError::new(file, Some(line + e.line().saturating_sub(1)), format!("bad task: {e}"))
-        })?;
-        let item = to_item(wire, line).map_err(|reason| InputError::new(file, Some(line), reason))?;
-        items.push(finish_item(item, &defaults, file)?);
+        let at = raw.get().as_ptr() as usize - text.as_ptr() as usize;
+        each(at, item_at(text, at, line, file, &defaults)?);
     }
-    Ok(items)
+    Ok(defaults)
 }
 
 /// Parses JSON Lines: one item object per line, blank lines ignored.
@@ -167,16 +181,57 @@ pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item
 /// An [`InputError`] at the line with bad JSON or a bad field.
 pub fn parse_lines(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
     let mut items = Vec::new();
+    each_line_item(text, file, defaults, |_, item| items.push(item))?;
+    Ok(items)
+}
+
+/// Reads JSON Lines as [`parse_lines`] does and hands each item, with its byte offset in
+/// `text`, to `each`.
+///
+/// # Errors
+///
+/// As [`parse_lines`].
+pub(crate) fn each_line_item(
+    text: &str,
+    file: &str,
+    defaults: &ItemDefaults,
+    mut each: impl FnMut(usize, Item),
+) -> Result<(), InputError> {
     for (index, line) in crate::error::without_bom(text).lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let wire: WireItem = serde_json::from_str(line)
             .map_err(|e| InputError::new(file, Some(index + 1), format!("bad task: {e}")))?;
-        let item = to_item(wire, index + 1).map_err(|r| InputError::new(file, Some(index + 1), r))?;
-        items.push(finish_item(item, defaults, file)?);
+        let at = line.as_ptr() as usize - text.as_ptr() as usize;
+        each(at, wire_item(wire, index + 1, file, defaults)?);
     }
-    Ok(items)
+    Ok(())
+}
+
+/// The item whose JSON object starts at byte `at` of `text`, on line `line` (what follows the
+/// object is not read).
+///
+/// # Errors
+///
+/// An [`InputError`] at the line of the bad field.
+pub(crate) fn item_at(
+    text: &str,
+    at: usize,
+    line: usize,
+    file: &str,
+    defaults: &ItemDefaults,
+) -> Result<Item, InputError> {
+    let mut de = serde_json::Deserializer::from_str(&text[at..]);
+    let wire = WireItem::deserialize(&mut de).map_err(|e| {
+        InputError::new(file, Some(line + e.line().saturating_sub(1)), format!("bad task: {e}"))
+    })?;
+    wire_item(wire, line, file, defaults)
+}
+
+fn wire_item(wire: WireItem, line: usize, file: &str, defaults: &ItemDefaults) -> Result<Item, InputError> {
+    let item = to_item(wire, line).map_err(|reason| InputError::new(file, Some(line), reason))?;
+    finish_item(item, defaults, file)
 }
 
 /// The records of a JSON source with columns of its own (X5), each with its line: the elements

@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use jiff::civil::Date;
 
 use crate::error::{InputError, MAX_FIELD_BYTES};
-use crate::item::Item;
+use crate::item::{Item, Items};
 
 /// The file formats daicho reads and writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +69,93 @@ pub fn parse(
         Format::Json => json::parse(text, file, defaults),
         Format::JsonLines => json::parse_lines(text, file, defaults),
         Format::Csv => csv::parse(text, file, defaults),
+    }
+}
+
+/// Reads an input's items as [`parse`] does — every item checked, any error returned before
+/// anything is kept — into [`Items`]: JSON, JSON Lines and CSV stay as their text with where
+/// each item starts and are parsed again a range at a time ([`ItemText`]), so that a
+/// million-row input is never held as a million `Item`s; Markdown, whose lines depend on the
+/// lines before them, is held parsed.
+///
+/// # Errors
+///
+/// The format's [`InputError`].
+pub fn read_items(
+    format: Format,
+    text: String,
+    file: &str,
+    defaults: &ItemDefaults,
+) -> Result<Items, InputError> {
+    let mut spans = Vec::new();
+    let mut span = |at, item: Item| spans.push(Span { at, line: item.line.unwrap_or(0) });
+    let (shape, defaults) = match format {
+        Format::Markdown => return markdown::parse(&text, file, defaults).map(Items::from),
+        Format::Json => (Shape::Json, json::each_item(&text, file, defaults, &mut span)?),
+        Format::JsonLines => {
+            json::each_line_item(&text, file, defaults, &mut span)?;
+            (Shape::Json, defaults.clone())
+        }
+        Format::Csv => (Shape::Csv(csv::each_item(&text, file, defaults, &mut span)?), defaults.clone()),
+    };
+    spans.shrink_to_fit();
+    let mut items = Items::default();
+    items.push_text(ItemText { text, file: file.to_owned(), defaults, shape, spans });
+    Ok(items)
+}
+
+/// An input kept as its text, with the byte offset and line of each of its items, which are
+/// parsed again when asked for ([`read_items`]). The text was checked whole when it was read.
+#[derive(Debug)]
+pub struct ItemText {
+    text: String,
+    file: String,
+    defaults: ItemDefaults,
+    shape: Shape,
+    spans: Vec<Span>,
+}
+
+/// How an item of an [`ItemText`] is read at its offset.
+#[derive(Debug)]
+enum Shape {
+    /// One JSON object (an element of an array, or a line of JSON Lines).
+    Json,
+    /// One CSV record whose cells fill these columns.
+    Csv(Vec<&'static str>),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    at: usize,
+    line: usize,
+}
+
+impl ItemText {
+    /// The number of items.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Whether it holds no item.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The items at `range`, parsed again.
+    ///
+    /// # Errors
+    ///
+    /// An item that no longer reads: a defect, since the text was checked whole.
+    pub fn items(&self, range: std::ops::Range<usize>) -> Result<Vec<Item>, InputError> {
+        let (text, file, defaults) = (&self.text, &self.file, &self.defaults);
+        self.spans[range]
+            .iter()
+            .map(|&Span { at, line }| match &self.shape {
+                Shape::Json => json::item_at(text, at, line, file, defaults),
+                Shape::Csv(columns) => csv::item_at(text, at, line, columns, file, defaults)?
+                    .ok_or_else(|| InputError::new(file, Some(line), "the row read again is blank")),
+            })
+            .collect()
     }
 }
 
@@ -177,7 +264,77 @@ pub fn split_refs(text: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::clip;
+    use super::{Format, ItemDefaults, clip, parse, read_items};
+
+    /// I1: items kept as text and read again, in any cut into ranges, are exactly the items
+    /// the format's parser gives: byte order marks, CRLF lines, quoted line breaks, blank rows,
+    /// a document's own defaults, an item's own file and line.
+    #[test]
+    fn i1_items_read_again_from_their_text_are_the_parsed_items() {
+        let defaults = ItemDefaults { source: "src".into(), project: "PJ-00".into() };
+        let cases = [
+            (
+                Format::JsonLines,
+                "\u{feff}{\"id\":\"t1\",\"title\":\"one\"}\r\n\r\n{\"title\":\"two\",\"deps\":[\"t1\"],\"due\":\"2026-12-01\"}\r\n  {\"title\":\"three\", \"tags\": \"a, b\"}  \n",
+            ),
+            (
+                Format::Json,
+                "[\n {\"id\": \"t1\", \"title\": \"one\"},\n\n {\"title\": \"two\",\n  \"deps\": [\"t1\"]}, {\"title\":\"three\",\"priority\":3}\n]",
+            ),
+            (
+                Format::Json,
+                "{\"goal\": \"g\", \"project\": \"PJ-07\", \"source\": \"doc\", \"tasks\": [{\"title\": \"one\"}, {\"title\": \"two\", \"project\": \"PJ-08\"}]}",
+            ),
+            (Format::Json, "{\"title\": \"alone\"}"),
+            (
+                Format::Csv,
+                "\u{feff}id,title,body,deps,project\r\nt1,one,\"a body\r\nover two lines\",,\r\n,,,,\r\nt2,\"two, with a comma\",,t1,PJ-09\r\nt3,three,,\"t1,t2\",",
+            ),
+            (Format::Csv, "タスクID,タスク,状態\nt1,一つ目,未着手\n\nt2,二つ目,完了\n"),
+        ];
+        for (format, text) in cases {
+            let parsed = parse(format, text, "in", &defaults).expect("parses");
+            let items = read_items(format, text.to_owned(), "in", &defaults).expect("reads");
+            assert!(parsed.len() >= 1, "{text}");
+            assert_eq!(items.len(), parsed.len(), "{text}");
+            for step in 1..=parsed.len() {
+                let mut again = Vec::new();
+                for start in (0..parsed.len()).step_by(step) {
+                    let range = start..(start + step).min(parsed.len());
+                    again.extend(items.range(range).expect("reads again").iter().cloned());
+                }
+                assert_eq!(again, parsed, "{format:?} in ranges of {step}: {text}");
+            }
+            assert_eq!(items.get(parsed.len() - 1).as_ref(), parsed.last());
+            assert_eq!(items.get(parsed.len()), None);
+        }
+        // Markdown is held parsed, and the same.
+        let md = "- [ ] one\n  - [ ] two\n";
+        let items = read_items(Format::Markdown, md.to_owned(), "in.md", &defaults).expect("reads");
+        assert_eq!(
+            items.range(0..2).expect("held").to_vec(),
+            parse(Format::Markdown, md, "in.md", &defaults).unwrap()
+        );
+    }
+
+    /// Bad input is refused when it is read, with the same error the parser gives.
+    #[test]
+    fn i1_bad_input_is_refused_before_it_is_kept() {
+        let defaults = ItemDefaults::default();
+        let cases = [
+            (Format::JsonLines, "{\"title\":\"one\"}\n{\"title\":\"two\"} x\n"),
+            (Format::JsonLines, "{\"title\":\"one\"}\n{\"title\":\"two\",\"colour\":1}\n"),
+            (Format::Json, "[{\"title\":\"one\"},\n{\"title\":\"two\",\"due\":\"soon\"}]"),
+            (Format::Csv, "title,status\ntwo,未回答\n"),
+            (Format::Csv, "title,body\none,\"unterminated\n"),
+        ];
+        for (format, text) in cases {
+            let parsed = parse(format, text, "in", &defaults).expect_err("refused");
+            let read = read_items(format, text.to_owned(), "in", &defaults).expect_err("refused");
+            assert_eq!(read, parsed, "{text}");
+            assert_eq!(read.line, Some(2), "{text}: {read}");
+        }
+    }
 
     #[test]
     fn clip_keeps_the_first_line_and_counts_characters_not_bytes() {

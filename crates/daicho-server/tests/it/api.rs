@@ -603,7 +603,7 @@ async fn i2_events_announce_changes_and_do_not_hold_up_a_stop() {
     let mut events = reqwest::get(&url).await.expect("events");
     assert_eq!(events.headers()["content-type"], "text/event-stream");
     let batch = daicho_store::Batch {
-        items: vec![crate::item("new", "PJ-01", "", "")],
+        items: vec![crate::item("new", "PJ-01", "", "")].into(),
         actor: daicho_core::Actor::Human("p".into()),
         now: jiff::Timestamp::now(),
         file: "test".into(),

@@ -143,7 +143,7 @@ impl TestServer {
 
     async fn upsert(&self, items: Vec<Item>, actor: Actor) -> Vec<daicho_core::TaskId> {
         let batch = Batch {
-            items,
+            items: items.into(),
             actor,
             now: jiff::Timestamp::now(),
             file: "test".into(),

@@ -49,7 +49,7 @@ mod sqlite_specifics {
         let mut b = daicho_core::Item::new("b", "s");
         b.deps = vec!["T-0001".into()];
         let batch = Batch {
-            items: vec![a, b],
+            items: vec![a, b].into(),
             actor: daicho_core::Actor::System,
             now: jiff::Timestamp::UNIX_EPOCH,
             file: "x".into(),

@@ -78,7 +78,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         ..Item::default()
     };
     let (actor, now, file) = (ctx.actor(), jiff::Timestamp::now(), "<add>".to_owned());
-    let batch = Batch { items: vec![item], actor, now, file, unknown_deps: UnknownDeps::Refuse };
+    let batch = Batch { items: vec![item].into(), actor, now, file, unknown_deps: UnknownDeps::Refuse };
     let report = ctx.store().await?.upsert(batch).await?;
     let (id, added, reason) = match (report.added.first(), report.updated.first(), report.skipped.first()) {
         (Some(id), _, _) => (Some(*id), true, None),
