@@ -7,7 +7,7 @@ use std::io::Read as _;
 use std::path::Path;
 
 use daicho_core::error::decode_utf8;
-use daicho_core::format::{self, Format, ItemDefaults};
+use daicho_core::format::{self, Format, Indexed, ItemDefaults, Text};
 use daicho_core::item::Items;
 use daicho_core::mapping::Mapping;
 use daicho_core::{InputError, Item};
@@ -74,22 +74,112 @@ pub fn parse(
     format::parse(format, decode_utf8(bytes, name)?, name, defaults)
 }
 
-/// Decodes and reads one input's bytes as [`parse`] does, every item checked, into [`Items`]
-/// that keep the text and parse it again a range at a time (JSON, JSON Lines, CSV), so that a
-/// large import or push never holds all its items at once.
+/// Reads one input — a file, or standard input for `-` — as [`parse`] does, every item
+/// checked, into [`Items`] that parse it again a range at a time, in `asked` format, else its
+/// name's, else `fallback`. Standard input's text is held; a file's is not: its ranges are read
+/// again from the file opened here, each block of items checked against a digest of the bytes
+/// first read, so a million-row import holds where each item starts and no more, and a file
+/// changed in the meantime refuses the write instead of feeding it other bytes. Markdown is held
+/// parsed.
 ///
 /// # Errors
 ///
-/// As [`parse`].
-pub fn parse_items(
-    name: &str,
-    bytes: Vec<u8>,
-    format: Format,
+/// As [`read`] and [`parse`]; a format the name does not tell.
+pub fn read_items(
+    path: &Path,
+    asked: Option<Format>,
+    fallback: Option<Format>,
     defaults: &ItemDefaults,
-) -> Result<Items, InputError> {
-    decode_utf8(&bytes, name)?;
-    let text = String::from_utf8(bytes).map_err(|e| InputError::new(name, None, e.to_string()))?;
-    format::read_items(format, text, name, defaults)
+) -> Result<(String, Items), InputError> {
+    let (name, bytes, file) = if path == Path::new("-") {
+        let (name, bytes) = read(path)?;
+        (name, bytes, None)
+    } else {
+        let name = path.display().to_string();
+        let cannot = |e: std::io::Error| InputError::new(&name, None, format!("cannot read: {e}"));
+        let mut file = std::fs::File::open(path).map_err(cannot)?;
+        let size = file.metadata().map_err(cannot)?.len();
+        if size > MAX_INPUT_BYTES {
+            let reason = format!("{size} bytes, larger than the limit of {MAX_INPUT_BYTES}");
+            return Err(InputError::new(&name, None, reason));
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        (&mut file).take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
+        (name, bytes, Some(file))
+    };
+    let format = format_of(asked, &name, fallback)?;
+    decode_utf8(&bytes, &name)?;
+    let text = String::from_utf8(bytes).map_err(|e| InputError::new(&name, None, e.to_string()))?;
+    let items = match format::index_items(format, &text, &name, defaults)? {
+        Indexed::Held(items) => Items::from(items),
+        Indexed::Text(index) => {
+            let text: Box<dyn Text> = match file {
+                Some(file) => Box::new(FileText::new(file, &name, &text, index.starts())),
+                None => Box::new(text),
+            };
+            let mut items = Items::default();
+            items.push_text(index.with_text(text));
+            items
+        }
+    };
+    Ok((name, items))
+}
+
+/// The text of a file read again a block at a time ([`read_items`]).
+#[derive(Debug)]
+struct FileText {
+    file: std::fs::File,
+    name: String,
+    /// Where each block of [`FileText::BLOCK`] items starts, then the text's end.
+    bounds: Vec<usize>,
+    /// A digest of each block's bytes as first read.
+    digests: Vec<u64>,
+}
+
+impl FileText {
+    /// Items per block: an upsert's range, so its ranges read whole blocks.
+    const BLOCK: usize = daicho_store::UPSERT_RANGE;
+
+    fn new(file: std::fs::File, name: &str, text: &str, starts: impl Iterator<Item = usize>) -> FileText {
+        let mut bounds: Vec<usize> = starts.step_by(Self::BLOCK).collect();
+        bounds.push(text.len());
+        let digests = bounds.windows(2).map(|w| digest(&text.as_bytes()[w[0]..w[1]])).collect();
+        FileText { file, name: name.to_owned(), bounds, digests }
+    }
+}
+
+fn digest(bytes: &[u8]) -> u64 {
+    use std::hash::Hasher as _;
+    let mut hasher = std::hash::DefaultHasher::new();
+    hasher.write(bytes);
+    hasher.finish()
+}
+
+impl Text for FileText {
+    fn get(&self, range: std::ops::Range<usize>) -> Result<std::borrow::Cow<'_, str>, InputError> {
+        use std::os::unix::fs::FileExt as _;
+
+        let changed =
+            || InputError::new(&self.name, None, "the file changed while it was being read; run again");
+        // The blocks that hold the range.
+        let first = self.bounds.partition_point(|&b| b <= range.start).saturating_sub(1);
+        let last = self.bounds.partition_point(|&b| b < range.end).min(self.bounds.len() - 1);
+        let (from, to) = (self.bounds[first], self.bounds[last]);
+        if range.start < from || range.end > to {
+            return Err(InputError::new(&self.name, None, "a range outside the text read"));
+        }
+        let mut bytes = vec![0; to - from];
+        self.file.read_exact_at(&mut bytes, from as u64).map_err(|_| changed())?;
+        for block in first..last {
+            let (start, end) = (self.bounds[block] - from, self.bounds[block + 1] - from);
+            if digest(&bytes[start..end]) != self.digests[block] {
+                return Err(changed());
+            }
+        }
+        bytes.truncate(range.end - from);
+        bytes.drain(..range.start - from);
+        String::from_utf8(bytes).map(std::borrow::Cow::Owned).map_err(|_| changed())
+    }
 }
 
 /// Reads and parses one input ([`read`], then [`parse`]).
@@ -157,6 +247,59 @@ mod tests {
         std::fs::File::create(&big).unwrap().set_len(MAX_INPUT_BYTES + 1).unwrap();
         let err = read(&big).unwrap_err().to_string();
         assert!(err.starts_with(&format!("{}: ", big.display())) && err.contains("larger than"), "{err}");
+    }
+
+    /// I1: a file's items are read again from the file, a block at a time, and are the items
+    /// parsed from it; a file changed in place since is refused, not read as other items; a file
+    /// replaced by another (a rename) is still read as it was when it was checked.
+    #[test]
+    fn i1_a_file_is_read_again_as_it_was_checked() {
+        use std::io::Write as _;
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.csv");
+        let mut text = String::from("\u{feff}id,title,body\r\n");
+        for i in 0..10_000 {
+            text.push_str(&format!("t{i},task {i},\"a body\r\nof two lines\"\r\n"));
+            if i % 1000 == 0 {
+                text.push_str(",,\r\n");
+            }
+        }
+        std::fs::write(&path, &text).unwrap();
+        let defaults = ItemDefaults { source: "big".into(), project: String::new() };
+        let parsed = format::parse(Format::Csv, &text, &path.display().to_string(), &defaults).unwrap();
+        let (name, items) = read_items(&path, None, None, &defaults).unwrap();
+        assert_eq!(name, path.display().to_string());
+        assert_eq!(items.len(), 10_000);
+        let mut again = Vec::new();
+        for start in (0..10_000).step_by(daicho_store::UPSERT_RANGE) {
+            let range = start..(start + daicho_store::UPSERT_RANGE).min(10_000);
+            again.extend(items.range(range).unwrap().iter().cloned());
+        }
+        assert!(again == parsed, "the items read again are the items parsed");
+        assert_eq!(items.get(9_999).as_ref(), parsed.last(), "one item, across a block");
+        assert_eq!(items.range(4_000..4_200).unwrap().to_vec(), parsed[4_000..4_200]);
+
+        // Another file renamed over it: the open file is still the one checked.
+        let other = dir.path().join("other.csv");
+        std::fs::write(&other, text.replace("task ", "TASK ")).unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        assert_eq!(items.range(9_000..10_000).unwrap().to_vec(), parsed[9_000..]);
+
+        // The same file changed in place, one byte in the third block: that block is refused,
+        // the others still read.
+        let (_, items) = read_items(&path, None, None, &defaults).unwrap();
+        let at = text.find("task 9000,").unwrap() + 5;
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(at as u64)).unwrap();
+        file.write_all(b"X").unwrap();
+        drop(file);
+        let err = items.range(8_192..10_000).unwrap_err().to_string();
+        assert!(err.contains("changed while it was being read"), "{err}");
+        assert_eq!(items.range(0..4_096).unwrap().len(), 4_096);
+        // Cut short: refused too.
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(100).unwrap();
+        assert!(items.range(4_096..8_192).is_err());
     }
 
     #[test]

@@ -100,15 +100,16 @@ pub fn table(text: &str, file: &str) -> Result<Table, InputError> {
 
 /// Reads CSV as [`table`] does, one record at a time: `header` sees the header's cells first,
 /// then `each` every record with what `header` made of them, its line and the byte offset it
-/// starts at (in the text after a byte order mark). Returns the header's cells and what
-/// `header` made.
+/// starts at in `text`. Returns the header's cells and what `header` made.
 fn each_record<H>(
     text: &str,
     file: &str,
     header: impl FnOnce(&[String]) -> Result<H, InputError>,
     mut each: impl FnMut(&H, usize, usize, &::csv::StringRecord) -> Result<(), InputError>,
 ) -> Result<(Vec<String>, H), InputError> {
+    let whole = text.len();
     let text = crate::error::without_bom(text);
+    let bom = whole - text.len();
     if let Some(line) = unterminated_quote(text) {
         return Err(InputError::new(
             file,
@@ -135,7 +136,7 @@ fn each_record<H>(
     let mut record = ::csv::StringRecord::new();
     while reader.read_record(&mut record).map_err(csv_error)? {
         let line = record.position().map(|p| lines.at(p.byte() as usize)).unwrap_or(0);
-        each(&made, line, lines.offset, &record)?;
+        each(&made, line, bom + lines.offset, &record)?;
     }
     Ok((cells, made))
 }
@@ -152,8 +153,8 @@ pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item
     Ok(items)
 }
 
-/// Reads CSV as [`parse`] does and hands each item, with the byte offset of its record (in the
-/// text after a byte order mark), to `each`; returns the column each cell of a record fills,
+/// Reads CSV as [`parse`] does and hands each item, with the byte offset of its record in
+/// `text`, to `each`; returns the column each cell of a record fills,
 /// which [`item_at`] needs to read an item again.
 ///
 /// # Errors
@@ -179,23 +180,21 @@ pub(crate) fn each_item(
     Ok(columns)
 }
 
-/// The item of the record that starts at byte `at` of `text` (after a byte order mark), on line
-/// `line`, its cells filling `columns`; `None` for a blank row.
+/// The item of the record that starts `text`, on line `line`, its cells filling `columns`;
+/// `None` for a blank row.
 ///
 /// # Errors
 ///
 /// An [`InputError`] at the line: bad CSV or a bad value.
 pub(crate) fn item_at(
     text: &str,
-    at: usize,
     line: usize,
     columns: &[&'static str],
     file: &str,
     defaults: &ItemDefaults,
 ) -> Result<Option<Item>, InputError> {
-    let text = crate::error::without_bom(text);
     let mut reader =
-        ::csv::ReaderBuilder::new().has_headers(false).flexible(false).from_reader(text[at..].as_bytes());
+        ::csv::ReaderBuilder::new().has_headers(false).flexible(false).from_reader(text.as_bytes());
     let mut record = ::csv::StringRecord::new();
     match reader.read_record(&mut record) {
         Ok(true) => row_item(columns, line, record.iter(), file, defaults),

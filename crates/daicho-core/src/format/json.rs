@@ -169,7 +169,7 @@ pub(crate) fn each_item(
     for raw in raw_items {
         let line = lines.line_of(raw.get());
         let at = raw.get().as_ptr() as usize - text.as_ptr() as usize;
-        each(at, item_at(text, at, line, file, &defaults)?);
+        each(at, item_at(&text[at..], line, file, &defaults)?);
     }
     Ok(defaults)
 }
@@ -209,20 +209,19 @@ pub(crate) fn each_line_item(
     Ok(())
 }
 
-/// The item whose JSON object starts at byte `at` of `text`, on line `line` (what follows the
-/// object is not read).
+/// The item whose JSON object starts `text`, on line `line` (what follows the object is not
+/// read).
 ///
 /// # Errors
 ///
 /// An [`InputError`] at the line of the bad field.
 pub(crate) fn item_at(
     text: &str,
-    at: usize,
     line: usize,
     file: &str,
     defaults: &ItemDefaults,
 ) -> Result<Item, InputError> {
-    let mut de = serde_json::Deserializer::from_str(&text[at..]);
+    let mut de = serde_json::Deserializer::from_str(text);
     let wire = WireItem::deserialize(&mut de).map_err(|e| {
         InputError::new(file, Some(line + e.line().saturating_sub(1)), format!("bad task: {e}"))
     })?;

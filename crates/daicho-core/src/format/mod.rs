@@ -87,32 +87,98 @@ pub fn read_items(
     file: &str,
     defaults: &ItemDefaults,
 ) -> Result<Items, InputError> {
+    Ok(match index_items(format, &text, file, defaults)? {
+        Indexed::Held(items) => Items::from(items),
+        Indexed::Text(index) => {
+            let mut items = Items::default();
+            items.push_text(index.with_text(Box::new(text)));
+            items
+        }
+    })
+}
+
+/// What [`index_items`] found in an input.
+#[derive(Debug)]
+pub enum Indexed {
+    /// The items, parsed (Markdown).
+    Held(Vec<Item>),
+    /// Where each item stands in the text, to read it again ([`TextIndex::with_text`]).
+    Text(TextIndex),
+}
+
+/// Checks every item of an input as [`parse`] does and notes where each stands, so that the
+/// text can be kept elsewhere (a file read again, [`Text`]) and its items parsed again a range
+/// at a time.
+///
+/// # Errors
+///
+/// The format's [`InputError`].
+pub fn index_items(
+    format: Format,
+    text: &str,
+    file: &str,
+    defaults: &ItemDefaults,
+) -> Result<Indexed, InputError> {
     let mut spans = Vec::new();
     let mut span = |at, item: Item| spans.push(Span { at, line: item.line.unwrap_or(0) });
     let (shape, defaults) = match format {
-        Format::Markdown => return markdown::parse(&text, file, defaults).map(Items::from),
-        Format::Json => (Shape::Json, json::each_item(&text, file, defaults, &mut span)?),
+        Format::Markdown => return markdown::parse(text, file, defaults).map(Indexed::Held),
+        Format::Json => (Shape::Json, json::each_item(text, file, defaults, &mut span)?),
         Format::JsonLines => {
-            json::each_line_item(&text, file, defaults, &mut span)?;
+            json::each_line_item(text, file, defaults, &mut span)?;
             (Shape::Json, defaults.clone())
         }
-        Format::Csv => (Shape::Csv(csv::each_item(&text, file, defaults, &mut span)?), defaults.clone()),
+        Format::Csv => (Shape::Csv(csv::each_item(text, file, defaults, &mut span)?), defaults.clone()),
     };
     spans.shrink_to_fit();
-    let mut items = Items::default();
-    items.push_text(ItemText { text, file: file.to_owned(), defaults, shape, spans });
-    Ok(items)
+    Ok(Indexed::Text(TextIndex { file: file.to_owned(), defaults, shape, spans, len: text.len() }))
+}
+
+/// Where each item of a checked input stands ([`index_items`]).
+#[derive(Debug)]
+pub struct TextIndex {
+    file: String,
+    defaults: ItemDefaults,
+    shape: Shape,
+    spans: Vec<Span>,
+    len: usize,
+}
+
+impl TextIndex {
+    /// The byte offset at which each item starts, in order.
+    pub fn starts(&self) -> impl Iterator<Item = usize> + '_ {
+        self.spans.iter().map(|s| s.at)
+    }
+
+    /// The items, read again from `text`: the text indexed, as it was.
+    pub fn with_text(self, text: Box<dyn Text>) -> ItemText {
+        ItemText { text, index: self }
+    }
+}
+
+/// The text of an input whose items are read again a range at a time: held in memory, or a
+/// file read again (the engine's), which must give back the bytes that were checked.
+pub trait Text: Send + Sync + std::fmt::Debug {
+    /// The bytes at `range` (which begins and ends at an item's start or the text's end).
+    ///
+    /// # Errors
+    ///
+    /// The text can no longer be read, or it changed since it was checked.
+    fn get(&self, range: std::ops::Range<usize>) -> Result<std::borrow::Cow<'_, str>, InputError>;
+}
+
+impl Text for String {
+    fn get(&self, range: std::ops::Range<usize>) -> Result<std::borrow::Cow<'_, str>, InputError> {
+        Ok(std::borrow::Cow::Borrowed(&self[range]))
+    }
 }
 
 /// An input kept as its text, with the byte offset and line of each of its items, which are
 /// parsed again when asked for ([`read_items`]). The text was checked whole when it was read.
 #[derive(Debug)]
 pub struct ItemText {
-    text: String,
-    file: String,
-    defaults: ItemDefaults,
-    shape: Shape,
-    spans: Vec<Span>,
+    text: Box<dyn Text>,
+    index: TextIndex,
 }
 
 /// How an item of an [`ItemText`] is read at its offset.
@@ -133,26 +199,32 @@ struct Span {
 impl ItemText {
     /// The number of items.
     pub fn len(&self) -> usize {
-        self.spans.len()
+        self.index.spans.len()
     }
 
     /// Whether it holds no item.
     pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
+        self.index.spans.is_empty()
     }
 
     /// The items at `range`, parsed again.
     ///
     /// # Errors
     ///
-    /// An item that no longer reads: a defect, since the text was checked whole.
+    /// The text no longer reads as it did (a file changed since), or an item no longer parses
+    /// (a defect, since the text was checked whole).
     pub fn items(&self, range: std::ops::Range<usize>) -> Result<Vec<Item>, InputError> {
-        let (text, file, defaults) = (&self.text, &self.file, &self.defaults);
-        self.spans[range]
+        let TextIndex { file, defaults, shape, spans, len } = &self.index;
+        let Some(first) = spans.get(range.start).filter(|_| !range.is_empty()) else {
+            return Ok(Vec::new());
+        };
+        let end = spans.get(range.end).map_or(*len, |s| s.at);
+        let text = self.text.get(first.at..end)?;
+        spans[range]
             .iter()
-            .map(|&Span { at, line }| match &self.shape {
-                Shape::Json => json::item_at(text, at, line, file, defaults),
-                Shape::Csv(columns) => csv::item_at(text, at, line, columns, file, defaults)?
+            .map(|&Span { at, line }| match shape {
+                Shape::Json => json::item_at(&text[at - first.at..], line, file, defaults),
+                Shape::Csv(columns) => csv::item_at(&text[at - first.at..], line, columns, file, defaults)?
                     .ok_or_else(|| InputError::new(file, Some(line), "the row read again is blank")),
             })
             .collect()

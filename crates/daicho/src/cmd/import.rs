@@ -54,10 +54,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let mut progress = output::Progress::new("files", args.files.len() + 1);
     for path in &args.files {
         progress.start(&format!("reading {}", path.display()));
-        let (name, bytes) = input::read(path)?;
-        let format = input::format_of(args.format.map(FormatArg::format), &name, None)?;
-        // Kept as text and parsed again a range at a time: a million items would be 440 MB.
-        items.append(input::parse_items(&name, bytes, format, &defaults)?);
+        // Parsed again a range at a time: a million items would be 440 MB.
+        let (name, read) = input::read_items(path, args.format.map(FormatArg::format), None, &defaults)?;
+        items.append(read);
         names.push(name);
         progress.step();
     }

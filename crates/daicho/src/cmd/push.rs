@@ -50,12 +50,10 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
 
 async fn push(args: &Args, ctx: &Context) -> anyhow::Result<PushJson> {
     let store = ctx.store().await?;
-    let (file, bytes) = input::read(&args.file)?;
-    let format = input::format_of(args.format.map(FormatArg::format), &file, Some(Format::Json))?;
     let defaults = ItemDefaults { source: args.source.clone(), project: args.project.clone() };
-    // Kept as text and parsed again a range at a time: a 200,000-item push is 37 MB of text
-    // but 130 MB of items.
-    let items = input::parse_items(&file, bytes, format, &defaults)?;
+    // Parsed again a range at a time: a 200,000-item push is 37 MB of text but 130 MB of items.
+    let asked = args.format.map(FormatArg::format);
+    let (file, items) = input::read_items(&args.file, asked, Some(Format::Json), &defaults)?;
     let (actor, now, unknown_deps) =
         (Actor::Push(args.source.clone()), jiff::Timestamp::now(), UnknownDeps::Refuse);
     let report = store.upsert(Batch { items, actor, now, file, unknown_deps }).await?;
