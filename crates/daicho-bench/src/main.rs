@@ -597,7 +597,7 @@ fn bench_sync() {
     std::fs::write(
         dir.join("daicho.toml"),
         "[[source]]\nname = \"questions\"\nkind = \"xlsx\"\npath = \"questions.xlsx\"\nsheet = \"確認事項\"\n\
-         fields = { id = \"番号\", due = \"回答期限\" }\nwhere = { 状態 = [\"未回答\"] }\n\
+         fields = { id = \"番号\", due = \"回答期限\" }\nwhere = { \"状態\" = [\"未回答\"] }\n\
          title = \"{質問} に回答をもらう\"\n",
     )
     .expect("config");
