@@ -73,6 +73,16 @@ impl Context {
         if self.json { crate::output::print_json(json) } else { crate::output::print(&text.to_string()) }
     }
 
+    /// [`Context::emit`] for output that is large to build: only the form asked for is built
+    /// (a 100,000-row ready table is a few hundred MB as a table).
+    pub fn emit_with<J: serde::Serialize, T: std::fmt::Display>(
+        &self,
+        json: impl FnOnce() -> J,
+        text: impl FnOnce() -> T,
+    ) -> anyhow::Result<()> {
+        if self.json { crate::output::print_json(&json()) } else { crate::output::print(&text().to_string()) }
+    }
+
     /// Prints a report that reads both ways (JSON with `--json`, else its text in the
     /// person's language).
     pub fn report<R: serde::Serialize + daicho_engine::Text>(&self, report: &R) -> anyhow::Result<()> {

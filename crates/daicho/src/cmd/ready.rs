@@ -24,17 +24,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let engine = ctx.engine().await?;
     let ready = engine.store().ready(jiff::Timestamp::now(), args.limit).await?;
     let decisions = engine.explain(&ready.tasks, daicho_engine::Role::Auto).await?;
-    let reasons: Vec<String> = decisions
-        .iter()
-        .map(|d| match (d, ctx.lang) {
-            (Ok(action), Lang::En) => format!("runs with {action}"),
-            (Ok(action), Lang::Ja) => format!("{action} で実行します"),
-            (Err(hold), lang) => hold.text(lang),
-        })
-        .collect();
-    let json = ReadyWhyJson::new(&ready, decisions);
     let (total, more) = (ready.total, ready.total - ready.tasks.len());
-    let text = match (total, ctx.lang) {
+    let text = || match (total, ctx.lang) {
         (0, lang) => lang.pick("nothing is ready", "実行可能なタスクはありません").to_owned(),
         (_, lang) => {
             let tail = match (more, lang) {
@@ -46,9 +37,17 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 Lang::En => format!("{total} ready{tail}"),
                 Lang::Ja => format!("実行可能 {total} 件{tail}"),
             };
+            let reasons: Vec<String> = decisions
+                .iter()
+                .map(|d| match (d, ctx.lang) {
+                    (Ok(action), Lang::En) => format!("runs with {action}"),
+                    (Ok(action), Lang::Ja) => format!("{action} で実行します"),
+                    (Err(hold), lang) => hold.text(lang),
+                })
+                .collect();
             format!("{}\n{count}", output::ready_table(&ready.tasks, &reasons, ctx.ja()))
         }
     };
-    ctx.emit(&json, text)?;
+    ctx.emit_with(|| ReadyWhyJson::new(&ready, decisions.clone()), text)?;
     Ok(ExitCode::SUCCESS)
 }
