@@ -32,7 +32,12 @@ pub fn print(text: &str) -> anyhow::Result<()> {
 
 /// Writes a value as JSON on one line of stdout.
 pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    print(&serde_json::to_string(value)?)
+    // Written as it is serialized: a large result is never held as one string too.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer(&mut out, value).map_err(std::io::Error::from)?;
+    out.write_all(b"\n")?;
+    out.flush()?;
+    Ok(())
 }
 
 /// Progress of long work on the terminal: a bar on stderr when stderr is a terminal, nothing on a

@@ -367,7 +367,7 @@ mod tests {
         for (format, text) in cases {
             let parsed = parse(format, text, "in", &defaults).expect("parses");
             let items = read_items(format, text.to_owned(), "in", &defaults).expect("reads");
-            assert!(parsed.len() >= 1, "{text}");
+            assert!(!parsed.is_empty(), "{text}");
             assert_eq!(items.len(), parsed.len(), "{text}");
             for step in 1..=parsed.len() {
                 let mut again = Vec::new();
