@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use daicho_core::view::{CrossView, Mark, ViewOptions, dashboard_text, more_text};
 use daicho_store::Store;
@@ -66,42 +66,98 @@ pub async fn write_files<S: Store>(
 ///
 /// [`Error::Write`] naming the path: a directory, a link to nothing, or an I/O error.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let failed = |cause| Error::Write { path: path.display().to_string(), cause };
-    let other = |reason: &str| failed(std::io::Error::other(reason.to_owned()));
-    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-    let target = match std::fs::canonicalize(path) {
-        Ok(target) => target,
-        Err(_) if is_link => return Err(other("a symbolic link to nothing; give the file itself")),
-        Err(_) => path.to_owned(),
-    };
-    match std::fs::metadata(&target) {
-        Ok(m) if m.is_dir() => return Err(other("a directory, not a file")),
-        Ok(m) if !m.is_file() => {
-            let mut file = std::fs::OpenOptions::new().write(true).open(&target).map_err(failed)?;
-            return file.write_all(bytes).and_then(|()| file.flush()).map_err(failed);
+    let mut file = AtomicFile::create(path)?;
+    file.write(bytes)?;
+    file.finish()
+}
+
+/// A file [`write_atomically`] writes as its bytes come (an export a page at a time): nothing
+/// replaces the old file until [`AtomicFile::finish`]; dropped unfinished, the temporary file is
+/// removed and the old file stays.
+#[derive(Debug)]
+pub struct AtomicFile {
+    path: String,
+    file: std::fs::File,
+    /// The temporary file, the file it replaces and their directory; `None` when writing into
+    /// a device, FIFO or socket.
+    rename: Option<(PathBuf, PathBuf, PathBuf)>,
+}
+
+impl AtomicFile {
+    /// Opens `path` for writing as [`write_atomically`] does.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Write`] naming the path: a directory, a link to nothing, or an I/O error.
+    pub fn create(path: &Path) -> Result<AtomicFile, Error> {
+        let shown = path.display().to_string();
+        let failed = |cause| Error::Write { path: shown.clone(), cause };
+        let other = |reason: &str| failed(std::io::Error::other(reason.to_owned()));
+        let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+        let target = match std::fs::canonicalize(path) {
+            Ok(target) => target,
+            Err(_) if is_link => return Err(other("a symbolic link to nothing; give the file itself")),
+            Err(_) => path.to_owned(),
+        };
+        match std::fs::metadata(&target) {
+            Ok(m) if m.is_dir() => return Err(other("a directory, not a file")),
+            Ok(m) if !m.is_file() => {
+                let file = std::fs::OpenOptions::new().write(true).open(&target).map_err(failed)?;
+                return Ok(AtomicFile { path: shown, file, rename: None });
+            }
+            _ => {}
         }
-        _ => {}
-    }
-    let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name =
-        target.file_name().ok_or_else(|| Error::Invalid("--out names no file".into()))?.to_string_lossy();
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
+        let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_owned();
+        let name =
+            target.file_name().ok_or_else(|| Error::Invalid("--out names no file".into()))?.to_string_lossy();
+        let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let file = std::fs::File::create(&temp).map_err(failed)?;
+        let file = AtomicFile { path: shown, file, rename: Some((temp, target, dir)) };
         // A file replaced keeps its mode (a person's tasks.md stays as private as it was).
-        if let Ok(old) = std::fs::metadata(&target) {
-            file.set_permissions(old.permissions())?;
+        if let Some((_, target, _)) = &file.rename
+            && let Ok(old) = std::fs::metadata(target)
+        {
+            file.file.set_permissions(old.permissions()).map_err(failed)?;
         }
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, &target)?;
-        // The rename itself is durable once the directory is synced.
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+        Ok(file)
     }
-    result.map_err(failed)
+
+    /// Writes the next bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Write`] naming the path.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.file.write_all(bytes).map_err(|cause| Error::Write { path: self.path.clone(), cause })
+    }
+
+    /// Makes the file the one at the path: synced, then renamed over the old one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Write`] naming the path; the old file is then left as it was.
+    pub fn finish(mut self) -> Result<(), Error> {
+        let result = (|| {
+            self.file.flush()?;
+            let Some((temp, target, dir)) = self.rename.take() else { return Ok(()) };
+            let renamed = self.file.sync_all().and_then(|()| std::fs::rename(&temp, &target));
+            if renamed.is_err() {
+                let _ = std::fs::remove_file(&temp);
+            }
+            renamed?;
+            // The rename itself is durable once the directory is synced.
+            std::fs::File::open(dir)?.sync_all()
+        })();
+        result.map_err(|cause| Error::Write { path: self.path.clone(), cause })
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if let Some((temp, _, _)) = &self.rename {
+            let _ = std::fs::remove_file(temp);
+        }
+    }
 }
 
 /// A mark's word.

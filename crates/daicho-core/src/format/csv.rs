@@ -379,11 +379,26 @@ pub fn cells(t: &Task, ja: bool) -> [String; COLUMNS.len()] {
 
 /// Renders tasks as CSV with every column; Japanese headers and status names when `ja`.
 pub fn render(tasks: &[Task], ja: bool) -> String {
-    let mut writer = ::csv::WriterBuilder::new().from_writer(Vec::new());
+    let mut text = render_header(ja);
+    text.push_str(&render_rows(tasks, ja));
+    text
+}
+
+/// The header line of [`render`].
+pub(crate) fn render_header(ja: bool) -> String {
     let header: Vec<&str> = COLUMNS.iter().map(|(en, jp)| if ja { *jp } else { *en }).collect();
-    writer.write_record(&header).expect("writing to memory");
-    for t in tasks {
-        writer.write_record(cells(t, ja)).expect("writing to memory");
+    write_records(std::iter::once(header))
+}
+
+/// The lines of [`render`] after its header.
+pub(crate) fn render_rows(tasks: &[Task], ja: bool) -> String {
+    write_records(tasks.iter().map(|t| cells(t, ja)))
+}
+
+fn write_records<R: IntoIterator<Item = S>, S: AsRef<[u8]>>(records: impl Iterator<Item = R>) -> String {
+    let mut writer = ::csv::WriterBuilder::new().from_writer(Vec::new());
+    for record in records {
+        writer.write_record(record).expect("writing to memory");
     }
     String::from_utf8(writer.into_inner().expect("writing to memory")).expect("CSV of UTF-8 fields")
 }

@@ -351,7 +351,7 @@ fn to_item(wire: WireItem, line: usize) -> Result<Item, String> {
 
 /// A task in the export document: the visible fields plus `failures` and `refresh`.
 #[derive(Debug, Serialize)]
-struct ExportTask<'a> {
+pub(crate) struct ExportTask<'a> {
     id: String,
     project: &'a str,
     status: &'a str,
@@ -379,14 +379,35 @@ struct ExportTask<'a> {
 /// Renders tasks as a tasks document (`{"tasks": […]}`), pretty-printed, that [`parse`] reads
 /// back to the same rows.
 pub fn render(tasks: &[Task]) -> String {
-    #[derive(Serialize)]
-    struct Document<'a> {
-        tasks: Vec<ExportTask<'a>>,
-    }
-    let document = Document { tasks: tasks.iter().map(export_task).collect() };
-    let mut text = serde_json::to_string_pretty(&document).expect("tasks serialize to JSON");
-    text.push('\n');
+    let mut text = String::from(DOCUMENT_START);
+    render_page(tasks, true, &mut text);
+    text.push_str(document_end(!tasks.is_empty()));
     text
+}
+
+/// How a tasks document starts, before its first task.
+pub(crate) const DOCUMENT_START: &str = "{\n  \"tasks\": [";
+
+/// How a tasks document ends, after its last task (`any`: it has one).
+pub(crate) fn document_end(any: bool) -> &'static str {
+    if any { "\n  ]\n}\n" } else { "]\n}\n" }
+}
+
+/// Appends tasks to a tasks document, pretty-printed as the whole document would be (`first`:
+/// no task before them). A task's lines are indented as an element of `tasks`: JSON strings
+/// hold no raw line break, so every line break is the printer's.
+pub(crate) fn render_page(tasks: &[Task], first: bool, out: &mut String) {
+    for (i, task) in tasks.iter().enumerate() {
+        out.push_str(if first && i == 0 { "\n" } else { ",\n" });
+        let text = serde_json::to_string_pretty(&export_task(task)).expect("tasks serialize to JSON");
+        for (n, line) in text.lines().enumerate() {
+            if n > 0 {
+                out.push('\n');
+            }
+            out.push_str("    ");
+            out.push_str(line);
+        }
+    }
 }
 
 /// Renders tasks as JSON Lines, one task object per line, that [`parse_lines`] reads back.
@@ -399,7 +420,7 @@ pub fn render_lines(tasks: &[Task]) -> String {
     out
 }
 
-fn export_task(t: &Task) -> ExportTask<'_> {
+pub(crate) fn export_task(t: &Task) -> ExportTask<'_> {
     ExportTask {
         id: t.id.to_string(),
         project: &t.project,

@@ -12,6 +12,7 @@ use jiff::civil::Date;
 
 use crate::error::{InputError, MAX_FIELD_BYTES};
 use crate::item::{Item, Items};
+use crate::task::Task;
 
 /// The file formats daicho reads and writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,6 +232,61 @@ impl ItemText {
     }
 }
 
+/// Renders tasks in a format a page at a time, so that an export of a million rows never holds
+/// them all: [`Pages::start`], then [`Pages::page`] for each page in order, then [`Pages::end`]
+/// give exactly what the format's `render` gives for all the pages' tasks at once.
+#[derive(Debug)]
+pub struct Pages {
+    format: Format,
+    ja: bool,
+    count: usize,
+}
+
+impl Pages {
+    /// Pages in `format` (CSV with Japanese headers when `ja`).
+    pub fn new(format: Format, ja: bool) -> Pages {
+        Pages { format, ja, count: 0 }
+    }
+
+    /// What comes before the first task.
+    pub fn start(&self) -> String {
+        match self.format {
+            Format::Markdown | Format::JsonLines => String::new(),
+            Format::Json => json::DOCUMENT_START.to_owned(),
+            Format::Csv => csv::render_header(self.ja),
+        }
+    }
+
+    /// The next page's tasks.
+    pub fn page(&mut self, tasks: &[Task]) -> String {
+        let text = match self.format {
+            Format::Markdown => markdown::render(tasks),
+            Format::JsonLines => json::render_lines(tasks),
+            Format::Csv => csv::render_rows(tasks, self.ja),
+            Format::Json => {
+                let mut text = String::new();
+                json::render_page(tasks, self.count == 0, &mut text);
+                text
+            }
+        };
+        self.count += tasks.len();
+        text
+    }
+
+    /// What comes after the last task.
+    pub fn end(&self) -> String {
+        match self.format {
+            Format::Json => json::document_end(self.count > 0).to_owned(),
+            Format::Markdown | Format::JsonLines | Format::Csv => String::new(),
+        }
+    }
+
+    /// The tasks rendered so far.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+}
+
 /// Fills defaults into a parsed item and checks its field sizes.
 pub(crate) fn finish_item(mut item: Item, defaults: &ItemDefaults, file: &str) -> Result<Item, InputError> {
     item.file = Some(std::sync::Arc::from(file));
@@ -387,6 +443,56 @@ mod tests {
             items.range(0..2).expect("held").to_vec(),
             parse(Format::Markdown, md, "in.md", &defaults).unwrap()
         );
+    }
+
+    /// I1: an export written a page at a time is byte for byte the export of all its tasks at
+    /// once, in every format and any cut into pages; the JSON document is the one serde_json
+    /// prints for the whole list.
+    #[test]
+    fn i1_pages_render_what_the_whole_export_gives() {
+        use super::{Pages, csv, json, markdown};
+        use crate::id::TaskId;
+        use crate::task::{Status, Tags, Task};
+
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        let tasks: Vec<Task> = (1..=7u64)
+            .map(|n| {
+                let mut t = Task::new(TaskId::new(n), &format!("タスク {n}, \"quoted\""), "src", now);
+                t.body = format!("line one\nline two of {n}\r\n\tend");
+                t.deps = (1..n).step_by(2).map(TaskId::new).collect();
+                t.tags = ["ops", "確認"].into_iter().take(n as usize % 3).collect::<Tags>();
+                t.status = Status::ALL[n as usize % Status::ALL.len()];
+                t
+            })
+            .collect();
+        #[derive(serde::Serialize)]
+        struct Document<'a> {
+            tasks: Vec<super::json::ExportTask<'a>>,
+        }
+        for count in 0..=tasks.len() {
+            let tasks = &tasks[..count];
+            let document = Document { tasks: tasks.iter().map(super::json::export_task).collect() };
+            let pretty = serde_json::to_string_pretty(&document).unwrap() + "\n";
+            assert_eq!(json::render(tasks), pretty, "{count} tasks");
+            for format in [Format::Json, Format::JsonLines, Format::Csv, Format::Markdown] {
+                let whole = match format {
+                    Format::Json => json::render(tasks),
+                    Format::JsonLines => json::render_lines(tasks),
+                    Format::Csv => csv::render(tasks, true),
+                    Format::Markdown => markdown::render(tasks),
+                };
+                for size in 1..=3 {
+                    let mut pages = Pages::new(format, true);
+                    let mut text = pages.start();
+                    for page in tasks.chunks(size) {
+                        text.push_str(&pages.page(page));
+                    }
+                    text.push_str(&pages.end());
+                    assert_eq!(text, whole, "{format:?}, {count} tasks in pages of {size}");
+                    assert_eq!(pages.count(), count);
+                }
+            }
+        }
     }
 
     /// Bad input is refused when it is read, with the same error the parser gives.

@@ -11,7 +11,13 @@ use daicho_store::{ListFilter, Store};
 
 use super::{Context, FormatArg};
 
+/// Rows read and written at a time.
+const PAGE: usize = 10_000;
+
 /// Export tasks by id. `daicho import` reads the result back to the same ledger.
+///
+/// Rows are read and written 10,000 at a time, so memory stays flat however large the ledger;
+/// a row changed while the export runs shows as it was when its page was read.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The format (default: by the --out extension, else Markdown; JSON with --json).
@@ -43,25 +49,44 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         (None, None) => Format::Markdown,
     };
     let statuses = super::list::parse_statuses(&args.status)?;
-    let tasks = ctx
-        .reader()
-        .await?
-        .list(ListFilter { project: args.project, statuses, ..ListFilter::default() })
-        .await?;
-    let text = match format {
-        Format::Markdown => format::markdown::render(&tasks),
-        Format::Json => format::json::render(&tasks),
-        Format::JsonLines => format::json::render_lines(&tasks),
-        Format::Csv => format::csv::render(&tasks, args.ja),
+    let store = ctx.reader().await?;
+    // Written a page at a time, so a million rows are never held at once: each page is read in
+    // id order after the last, and a row written during the export shows as its page found it.
+    let mut file = args.out.as_deref().map(daicho_engine::view::AtomicFile::create).transpose()?;
+    let mut stdout = std::io::stdout().lock();
+    let mut write = |text: String| -> anyhow::Result<()> {
+        match &mut file {
+            Some(file) => file.write(text.as_bytes())?,
+            None => stdout.write_all(text.as_bytes())?,
+        }
+        Ok(())
     };
-    let Some(path) = &args.out else {
-        let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())?;
-        out.flush()?;
+    let mut pages = format::Pages::new(format, args.ja);
+    write(pages.start())?;
+    let mut after = None;
+    loop {
+        let filter = ListFilter {
+            project: args.project.clone(),
+            statuses: statuses.clone(),
+            after,
+            limit: Some(PAGE),
+            ..ListFilter::default()
+        };
+        let tasks = store.list(filter).await?;
+        write(pages.page(&tasks))?;
+        match tasks.last() {
+            Some(last) if tasks.len() == PAGE => after = Some(last.id),
+            _ => break,
+        }
+    }
+    write(pages.end())?;
+    let Some(file) = file else {
+        stdout.flush()?;
         return Ok(ExitCode::SUCCESS);
     };
-    daicho_engine::view::write_atomically(path, text.as_bytes())?;
-    let json = serde_json::json!({ "out": path.display().to_string(), "tasks": tasks.len() });
-    ctx.emit(&json, format!("wrote {} tasks to {}", tasks.len(), path.display()))?;
+    file.finish()?;
+    let (path, count) = (args.out.as_deref().unwrap_or(std::path::Path::new("-")), pages.count());
+    let json = serde_json::json!({ "out": path.display().to_string(), "tasks": count });
+    ctx.emit(&json, format!("wrote {count} tasks to {}", path.display()))?;
     Ok(ExitCode::SUCCESS)
 }
