@@ -112,7 +112,7 @@ impl AtomicFile {
             target.file_name().ok_or_else(|| Error::Invalid("--out names no file".into()))?.to_string_lossy();
         let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
         let file = std::fs::File::create(&temp).map_err(failed)?;
-        let file = AtomicFile { path: shown, file, rename: Some((temp, target, dir)) };
+        let file = AtomicFile { path: shown.clone(), file, rename: Some((temp, target, dir)) };
         // A file replaced keeps its mode (a person's tasks.md stays as private as it was).
         if let Some((_, target, _)) = &file.rename
             && let Ok(old) = std::fs::metadata(target)

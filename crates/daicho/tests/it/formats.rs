@@ -161,7 +161,11 @@ fn i1_an_export_in_pages_has_every_row_once() {
     let exported = ledger.run(&["export", "--format", "jsonl"]).ok().stdout;
     let ids: Vec<u64> = exported
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap()[2..].parse().unwrap())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap()[2..]
+                .parse()
+                .unwrap()
+        })
         .collect();
     assert_eq!(ids, (1..=n).collect::<Vec<u64>>(), "every row once, in id order");
     let done = ledger.run(&["export", "--format", "jsonl", "--status", "done"]).ok().stdout;
@@ -169,7 +173,8 @@ fn i1_an_export_in_pages_has_every_row_once() {
     assert!(done.lines().all(|l| l.contains("\"status\":\"done\"")));
     for format in ["json", "csv", "md"] {
         let out = ledger.dir.path().join(format!("all.{format}"));
-        let wrote: serde_json::Value = ledger.run(&["export", "--out", out.to_str().unwrap(), "--json"]).ok().json();
+        let wrote: serde_json::Value =
+            ledger.run(&["export", "--out", out.to_str().unwrap(), "--json"]).ok().json();
         assert_eq!(wrote["tasks"], n, "{format}");
         let text = std::fs::read_to_string(&out).unwrap();
         assert_eq!(text, ledger.run(&["export", "--format", format]).ok().stdout, "{format}: file = stdout");
