@@ -183,3 +183,21 @@ fn i1_an_export_in_pages_has_every_row_once() {
         assert_eq!(copy.run(&["export", "--format", format]).ok().stdout, text, "{format}: round trip");
     }
 }
+
+/// M8: a re-import shows a person the first 100 skipped items and counts the rest; `--json`
+/// lists every one.
+#[test]
+fn m8_a_large_re_import_lists_the_first_skips_and_counts_the_rest() {
+    let ledger = Ledger::new();
+    let lines: String = (1..=150).map(|i| format!("{{\"title\": \"row {i}\"}}\n")).collect();
+    let path = ledger.file("rows.jsonl", &lines);
+    ledger.run(&["import", &path]).ok();
+    let again = ledger.run(&["import", &path]).ok().stdout;
+    assert!(again.starts_with(&format!("imported {path}: 0 added, 0 updated, 150 skipped")), "{again}");
+    assert_eq!(again.lines().filter(|l| l.starts_with("  skipped line ")).count(), 100, "{again}");
+    assert!(again.contains("skipped line 100: T-0100 row 100: unchanged"), "{again}");
+    assert!(!again.contains("row 101:"), "{again}");
+    assert!(again.trim_end().ends_with("… and 50 more skipped (--json lists every one)"), "{again}");
+    let json: serde_json::Value = ledger.run(&["import", &path, "--json"]).ok().json();
+    assert_eq!(json["skips"].as_array().map(Vec::len), Some(150));
+}
