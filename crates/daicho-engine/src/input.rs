@@ -36,12 +36,26 @@ pub fn read(path: &Path) -> Result<(String, Vec<u8>), InputError> {
         }
         (STDIN.to_owned(), bytes)
     } else {
-        let name = check_size(path)?;
-        let bytes =
-            std::fs::read(path).map_err(|e| InputError::new(&name, None, format!("cannot read: {e}")))?;
+        let (name, bytes, _) = read_file(path)?;
         (name, bytes)
     };
     Ok((name, bytes))
+}
+
+/// Opens a file and reads it whole, refused by its size (taken from the open file) when over
+/// [`MAX_INPUT_BYTES`]: its name, its bytes, and the file still open.
+fn read_file(path: &Path) -> Result<(String, Vec<u8>, std::fs::File), InputError> {
+    let name = path.display().to_string();
+    let cannot = |e: std::io::Error| InputError::new(&name, None, format!("cannot read: {e}"));
+    let mut file = std::fs::File::open(path).map_err(cannot)?;
+    let size = file.metadata().map_err(cannot)?.len();
+    if size > MAX_INPUT_BYTES {
+        let reason = format!("{size} bytes, larger than the limit of {MAX_INPUT_BYTES}");
+        return Err(InputError::new(&name, None, reason));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    (&mut file).take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    Ok((name, bytes, file))
 }
 
 /// Refuses a file larger than [`MAX_INPUT_BYTES`] before it is read; returns its name.
@@ -95,16 +109,7 @@ pub fn read_items(
         let (name, bytes) = read(path)?;
         (name, bytes, None)
     } else {
-        let name = path.display().to_string();
-        let cannot = |e: std::io::Error| InputError::new(&name, None, format!("cannot read: {e}"));
-        let mut file = std::fs::File::open(path).map_err(cannot)?;
-        let size = file.metadata().map_err(cannot)?.len();
-        if size > MAX_INPUT_BYTES {
-            let reason = format!("{size} bytes, larger than the limit of {MAX_INPUT_BYTES}");
-            return Err(InputError::new(&name, None, reason));
-        }
-        let mut bytes = Vec::with_capacity(size as usize);
-        (&mut file).take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
+        let (name, bytes, file) = read_file(path)?;
         (name, bytes, Some(file))
     };
     let format = format_of(asked, &name, fallback)?;

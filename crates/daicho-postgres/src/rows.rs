@@ -124,22 +124,18 @@ pub(crate) async fn apply_all<W: std::borrow::Borrow<RowWrite>>(
             std::mem::take(&mut inserts).insert(tx).await?;
             std::mem::take(&mut journal).insert(tx).await?;
         }
-        match write.borrow() {
+        let write = write.borrow();
+        if !matches!(write, RowWrite::Insert { .. } | RowWrite::Journal(_)) {
+            std::mem::take(&mut inserts).insert(tx).await?;
+        }
+        match write {
             RowWrite::Insert { task, unmet_deps } => {
                 inserts.push(task, *unmet_deps);
                 if inserts.len() >= JOURNAL_CHUNK {
                     std::mem::take(&mut inserts).insert(tx).await?;
                 }
-                continue;
             }
-            RowWrite::Journal(entry) => {
-                journal.push(entry);
-                continue;
-            }
-            _ => std::mem::take(&mut inserts).insert(tx).await?,
-        }
-        match write.borrow() {
-            RowWrite::Insert { .. } | RowWrite::Journal(_) => {}
+            RowWrite::Journal(entry) => journal.push(entry),
             RowWrite::Update(task) => {
                 let cells = codec::encode(task);
                 let stmt = tx.prepare_cached(&codec::update_sql(mark)).await.map_err(backend)?;

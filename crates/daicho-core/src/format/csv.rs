@@ -148,9 +148,7 @@ fn each_record<H>(
 /// An [`InputError`] for an unknown or duplicated column, a missing `title` column, a row with
 /// the wrong number of fields, or a bad value, at the line where it stands.
 pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
-    let mut items = Vec::new();
-    each_item(text, file, defaults, |_, item| items.push(item))?;
-    Ok(items)
+    crate::format::collect(|each| each_item(text, file, defaults, each))
 }
 
 /// Reads CSV as [`parse`] does and hands each item, with the byte offset of its record in

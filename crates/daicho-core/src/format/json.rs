@@ -108,9 +108,7 @@ const DOCUMENT_KEYS: [&str; 5] = ["goal", "project", "source", "tasks", "version
 ///
 /// An [`InputError`] at the line of the syntax error, or of the item with a bad field.
 pub fn parse(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
-    let mut items = Vec::new();
-    each_item(text, file, defaults, |_, item| items.push(item))?;
-    Ok(items)
+    crate::format::collect(|each| each_item(text, file, defaults, each))
 }
 
 /// Reads a tasks.json document as [`parse`] does and hands each item, with its byte offset in
@@ -180,9 +178,7 @@ pub(crate) fn each_item(
 ///
 /// An [`InputError`] at the line with bad JSON or a bad field.
 pub fn parse_lines(text: &str, file: &str, defaults: &ItemDefaults) -> Result<Vec<Item>, InputError> {
-    let mut items = Vec::new();
-    each_line_item(text, file, defaults, |_, item| items.push(item))?;
-    Ok(items)
+    crate::format::collect(|each| each_line_item(text, file, defaults, each))
 }
 
 /// Reads JSON Lines as [`parse_lines`] does and hands each item, with its byte offset in

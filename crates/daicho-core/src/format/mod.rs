@@ -287,6 +287,15 @@ impl Pages {
     }
 }
 
+/// The items a reader (`each_item` of a format) hands out, collected.
+pub(crate) fn collect<T>(
+    read: impl FnOnce(&mut dyn FnMut(usize, Item)) -> Result<T, InputError>,
+) -> Result<Vec<Item>, InputError> {
+    let mut items = Vec::new();
+    read(&mut |_, item| items.push(item))?;
+    Ok(items)
+}
+
 /// Fills defaults into a parsed item and checks its field sizes.
 pub(crate) fn finish_item(mut item: Item, defaults: &ItemDefaults, file: &str) -> Result<Item, InputError> {
     item.file = Some(std::sync::Arc::from(file));

@@ -80,12 +80,12 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     }
     write(pages.end())?;
-    let Some(file) = file else {
+    let (Some(file), Some(path)) = (file, args.out.as_deref()) else {
         stdout.flush()?;
         return Ok(ExitCode::SUCCESS);
     };
     file.finish()?;
-    let (path, count) = (args.out.as_deref().unwrap_or(std::path::Path::new("-")), pages.count());
+    let count = pages.count();
     let json = serde_json::json!({ "out": path.display().to_string(), "tasks": count });
     ctx.emit(&json, format!("wrote {count} tasks to {}", path.display()))?;
     Ok(ExitCode::SUCCESS)

@@ -70,7 +70,7 @@ impl Context {
 
     /// Prints a result: `json` with `--json`, else `text`.
     pub fn emit(&self, json: &impl serde::Serialize, text: impl std::fmt::Display) -> anyhow::Result<()> {
-        if self.json { crate::output::print_json(json) } else { crate::output::print(&text.to_string()) }
+        self.emit_with(|| json, || text)
     }
 
     /// [`Context::emit`] for output that is large to build: only the form asked for is built
