@@ -1,15 +1,17 @@
 //! The embedded SQLite backend of daicho: one file, nothing to install (the default).
 //!
 //! The ledger lives in one SQLite file in WAL mode with `synchronous=FULL` by default, so an
-//! acknowledged write survives a power loss. Every write method is one `BEGIN IMMEDIATE`
-//! transaction that also writes the journal. Blocking SQLite calls run on tokio's blocking
-//! threads; a small pool keeps opened connections for reuse.
+//! acknowledged write survives a power loss. Every write method is all-or-nothing with its
+//! journal: it runs in a `BEGIN IMMEDIATE` transaction, which the writes of this process that
+//! arrive together share, each in a savepoint of its own (group commit, [`commit`]). Blocking
+//! SQLite calls run on tokio's blocking threads; a small pool keeps opened connections for reuse.
 //!
 //! The ready set is an index range scan: each row keeps `unmet_deps`, the number of its deps that
 //! are not `done`/`dropped` (a missing dep counts), updated in the same transaction as the
 //! change that moves a dep in or out of a satisfying status, and the index
 //! `(status, unmet_deps, priority DESC, num)` serves `ready` in run order.
 
+mod commit;
 mod purge;
 mod rows;
 mod runs;
@@ -33,7 +35,7 @@ use daicho_store::{
     StoreError, UnknownDeps, UpsertReport,
 };
 use jiff::Timestamp;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
 
 use crate::rows::{COLUMNS, read_task};
 
@@ -82,6 +84,8 @@ struct Inner {
     /// Read-only and opened as an immutable file (see [`SqliteStore::open`]).
     immutable: bool,
     idle: Mutex<Vec<Connection>>,
+    /// Writes waiting for their (shared) commit.
+    writes: commit::Queue,
 }
 
 /// Wraps a SQLite error as a store error.
@@ -106,7 +110,13 @@ impl SqliteStore {
     pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore> {
         let path = path.as_ref().to_owned();
         let read_only = options.read_only;
-        let inner = Inner { path, options, immutable: false, idle: Mutex::new(Vec::new()) };
+        let inner = Inner {
+            path,
+            options,
+            immutable: false,
+            idle: Mutex::new(Vec::new()),
+            writes: commit::Queue::default(),
+        };
         let store = SqliteStore { inner: Arc::new(inner) };
         if !read_only {
             store.with_conn(schema::migrate).await?;
@@ -118,7 +128,13 @@ impl SqliteStore {
                 // mount or directory): read it as an immutable file, which nothing can change
                 // while it stays there.
                 let (path, options) = (store.inner.path.clone(), store.inner.options.clone());
-                let inner = Inner { path, options, immutable: true, idle: Mutex::new(Vec::new()) };
+                let inner = Inner {
+                    path,
+                    options,
+                    immutable: true,
+                    idle: Mutex::new(Vec::new()),
+                    writes: commit::Queue::default(),
+                };
                 let store = SqliteStore { inner: Arc::new(inner) };
                 store.with_conn(schema::check_current).await?;
                 Ok(store)
@@ -132,21 +148,39 @@ impl SqliteStore {
         &self.inner.path
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction, committed when `f` succeeds.
+    /// Runs `f` in a `BEGIN IMMEDIATE` transaction, committed when `f` succeeds; writes that
+    /// arrive together share one commit, each in a savepoint of its own ([`commit`]). Answers
+    /// only once the commit is durable.
     async fn write<R, F>(&self, f: F) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
     {
-        let (wal, busy_timeout) = (self.wal_path(), self.inner.options.busy_timeout);
-        self.with_conn(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-            let out = f(&tx)?;
-            tx.commit().map_err(backend)?;
-            truncate_a_large_wal(conn, &wal, busy_timeout);
-            Ok(out)
-        })
-        .await
+        let (sender, answer) = tokio::sync::oneshot::channel();
+        if self.inner.writes.push(Box::new(commit::Pending::new(f, sender))) {
+            let inner = Arc::clone(&self.inner);
+            let wal = self.wal_path();
+            tokio::task::spawn_blocking(move || {
+                let idle = inner.idle.lock().ok().and_then(|mut idle| idle.pop());
+                let connect = || open_connection(&inner.path, &inner.options, inner.immutable);
+                let busy_timeout = inner.options.busy_timeout;
+                let conn = inner.writes.lead(idle, connect, |c| truncate_a_large_wal(c, &wal, busy_timeout));
+                if let Some(conn) = conn.filter(Connection::is_autocommit)
+                    && let Ok(mut idle) = inner.idle.lock()
+                {
+                    idle.push(conn);
+                }
+            });
+        }
+        answer
+            .await
+            .map_err(|_| StoreError::backend("the ledger's writer stopped before answering this write"))?
+    }
+
+    /// Transactions this store has committed (figures: with [`commit`], several writes share
+    /// one).
+    pub fn commits(&self) -> u64 {
+        self.inner.writes.commits()
     }
 
     /// The ledger's write-ahead log.
