@@ -245,6 +245,8 @@ pub struct Engine<S> {
     stop: tokio::sync::watch::Receiver<Stop>,
     spool: Option<spool::Spool>,
     clock: Arc<dyn clock::Clock>,
+    /// When remote claims last expired leases (microseconds of the engine's clock).
+    upkept: std::sync::atomic::AtomicI64,
 }
 
 /// Listens for SIGINT and SIGTERM and moves the returned stop control along (S14): the first
@@ -329,7 +331,8 @@ impl<S: Store + 'static> Engine<S> {
         let specs = config.specs();
         let stop = stop_control().1;
         let clock: Arc<dyn clock::Clock> = Arc::new(clock::SystemClock);
-        Engine { store, config, specs, worker: worker_name(), pause_file, stop, spool: None, clock }
+        let upkept = std::sync::atomic::AtomicI64::new(i64::MIN);
+        Engine { store, config, specs, worker: worker_name(), pause_file, stop, spool: None, clock, upkept }
     }
 
     /// Reads the time from `clock` instead of the system clock (tests move a
@@ -486,6 +489,16 @@ impl<S: Store + 'static> Engine<S> {
         let reason = std::fs::read_to_string(file).unwrap_or_default();
         let reason = reason.trim();
         Some(if reason.is_empty() { format!("{} exists", file.display()) } else { reason.to_owned() })
+    }
+
+    /// Whether the remote claims' upkeep (expiring leases) is due at `now`: at most once a
+    /// second of the engine's clock, so a busy server does not add a write to every claim.
+    pub(crate) fn upkeep_due(&self, now: Timestamp) -> bool {
+        use std::sync::atomic::Ordering;
+        let at = now.as_microsecond();
+        let last = self.upkept.load(Ordering::Relaxed);
+        let due = last == i64::MIN || at < last || at - last >= 1_000_000;
+        due && self.upkept.compare_exchange(last, at, Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }
 
     /// Whether any daily cap is configured (S9): overall, or on an action.

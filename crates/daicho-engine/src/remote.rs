@@ -67,22 +67,37 @@ pub struct RemoteEnd {
 /// How many ready rows one remote claim examines at most.
 const CLAIM_SCAN: usize = 1_000;
 
+/// Candidates tried in one write: more than the workers that can race for the same head.
+const CLAIM_LOT: usize = 32;
+
 impl<S: Store + 'static> Engine<S> {
     /// Claims the first ready task that `filter` matches and the policy lets run now: a row a
     /// person ticked ▶ run first, then an automatic run (`ai` tag, `auto` action). Heavy tasks,
     /// external tasks without approval, manual tasks and stalled ones are passed over; external
-    /// tasks met on the way are put in the approval queue. A row another worker takes first is
-    /// passed over too.
+    /// tasks waiting for approval are put in the approval queue (at most once a second). A row
+    /// another worker takes first is passed over too, in the same write.
     ///
     /// # Errors
     ///
     /// A store error.
     pub async fn claim_next(&self, filter: &ClaimFilter) -> Result<NextClaim, StoreError> {
-        if let Some(reason) = self.paused().await? {
+        // The ledger's switch is checked by the claim itself, in its transaction (S8).
+        if let Some(reason) = self.pause_file_reason() {
             return Ok(NextClaim::Paused(reason));
         }
         let now = self.now();
-        self.store.expire_leases(now, self.config.policy.failures).await?;
+        // Upkeep at most once a second (each is a write or a walk of the ready set, too dear
+        // for every claim of a busy server): lost runs first (S4; a lease that ran out since is
+        // a row still `running`, so nobody can claim it before it is counted), and below, the
+        // external rows met put in the approval queue (S2).
+        let upkeep = self.upkeep_due(now);
+        if upkeep {
+            // With the switch on, nothing is touched (as a sweep does not).
+            if let Some(reason) = self.store.paused().await? {
+                return Ok(NextClaim::Paused(reason));
+            }
+            self.store.expire_leases(now, self.config.policy.failures).await?;
+        }
         let gate = Gate {
             actions: &self.specs,
             paused: None,
@@ -93,53 +108,80 @@ impl<S: Store + 'static> Engine<S> {
         // (manual, heavy, awaiting approval, another action's) cannot hide the one it may.
         let (project, action) = (filter.project.as_deref(), filter.action.as_deref());
         let scope = ClaimScope::worker(&gate, project, action);
-        let mut tasks = if scope.is_empty() {
-            Vec::new()
-        } else {
-            self.store.ready_head(now, Some(scope), CLAIM_SCAN).await?
-        };
-        tasks.sort_by_key(|t| !t.run);
-        let mut outcome = None;
-        for task in &tasks {
-            let Ok(request) = self.claim_request(task, worker_mode(task), &gate, &filter.worker, self.now())
-            else {
-                continue;
-            };
-            if action.is_some_and(|a| a != request.action) {
-                continue;
+        let outcome = self.claim_in_scope(&scope, &gate, filter, now).await?;
+        if upkeep {
+            let to_queue = self.awaiting_approval(now, None).await?;
+            if !to_queue.is_empty() {
+                let by = format!("remote:{}", filter.worker);
+                self.store.queue_approvals(to_queue, by, self.now()).await?;
             }
-            match self.store.claim(request.clone()).await? {
-                ClaimOutcome::Claimed(task) => {
-                    outcome = Some(NextClaim::Claimed(Box::new(RemoteClaim {
-                        idempotency_key: idempotency_key(task.id, task.attempt),
-                        correction: correction_for_run(&task),
-                        lease_expires_at: request.now + request.lease,
-                        action: request.action,
-                        task: *task,
-                    })));
-                    break;
-                }
-                ClaimOutcome::Paused(reason) => {
-                    outcome = Some(NextClaim::Paused(reason));
-                    break;
-                }
-                // Taken by another worker (or changed) meanwhile: the next one.
-                ClaimOutcome::NotClaimable => {}
-            }
-        }
-        let to_queue = self.awaiting_approval(now, project).await?;
-        if !to_queue.is_empty() {
-            let by = format!("remote:{}", filter.worker);
-            self.store.queue_approvals(to_queue, by, self.now()).await?;
         }
         if let Some(outcome) = outcome {
             return Ok(outcome);
+        }
+        if let Some(reason) = self.store.paused().await? {
+            return Ok(NextClaim::Paused(reason));
         }
         // Nothing to claim: the ready rows of the project (a bounded count) are all held.
         let head = self.store.ready_head(now, None, CLAIM_SCAN).await?;
         Ok(NextClaim::Nothing {
             held: head.iter().filter(|t| project.is_none_or(|p| p == t.project)).count(),
         })
+    }
+
+    /// Claims the first row of `scope`'s head that the policy lets run: ▶ ticked rows of the
+    /// window read first, then the rest in run order; the window is read wider while every
+    /// candidate in it was taken by other workers, up to [`CLAIM_SCAN`] rows.
+    async fn claim_in_scope(
+        &self,
+        scope: &ClaimScope,
+        gate: &Gate<'_>,
+        filter: &ClaimFilter,
+        now: Timestamp,
+    ) -> Result<Option<NextClaim>, StoreError> {
+        if scope.is_empty() {
+            return Ok(None);
+        }
+        let mut window = CLAIM_LOT;
+        loop {
+            let mut tasks = self.store.ready_head(now, Some(scope.clone()), window).await?;
+            let whole = tasks.len() < window;
+            tasks.sort_by_key(|t| !t.run);
+            let at = self.now();
+            let requests: Vec<_> = tasks
+                .iter()
+                .filter_map(|task| self.claim_request(task, worker_mode(task), gate, &filter.worker, at).ok())
+                .filter(|request| filter.action.as_deref().is_none_or(|a| a == request.action))
+                .collect();
+            // The candidates go to the store a lot at a time, each lot in one write that takes
+            // the first still claimable (I5): a row another worker took costs no commit.
+            for lot in requests.chunks(CLAIM_LOT) {
+                match self.store.claim_first(lot.to_vec()).await? {
+                    ClaimOutcome::Claimed(task) => {
+                        let Some(request) = lot.iter().find(|r| r.id == task.id) else {
+                            return Err(StoreError::backend(format!(
+                                "the store claimed {}, which was not asked",
+                                task.id
+                            )));
+                        };
+                        return Ok(Some(NextClaim::Claimed(Box::new(RemoteClaim {
+                            idempotency_key: idempotency_key(task.id, task.attempt),
+                            correction: correction_for_run(&task),
+                            lease_expires_at: request.now + request.lease,
+                            action: request.action.clone(),
+                            task: *task,
+                        }))));
+                    }
+                    ClaimOutcome::Paused(reason) => return Ok(Some(NextClaim::Paused(reason))),
+                    // Every one taken by other workers (or changed) meanwhile: the next lot.
+                    ClaimOutcome::NotClaimable => {}
+                }
+            }
+            if whole || window >= CLAIM_SCAN {
+                return Ok(None);
+            }
+            window = (window * 8).min(CLAIM_SCAN);
+        }
     }
 
     /// Extends a remote run's lease by the configured lease length; returns the new expiry.

@@ -115,7 +115,7 @@ impl<S: Store + 'static> Engine<S> {
         // S3 (no self-retry): a task whose run failed here is not claimed again by this worker
         // until RETRY_AFTER has passed; other workers and later sweeps may take it.
         let mut failed_here: HashMap<TaskId, Instant> = HashMap::new();
-        let mut last_expiry: Option<Instant> = None;
+        let mut last_upkeep: Option<Instant> = None;
         // Looks in a row whose claims all went to other workers: look again at once, a few times.
         let mut contended = 0;
         let mut looks: u64 = 0;
@@ -198,21 +198,25 @@ impl<S: Store + 'static> Engine<S> {
             // The ledger's kill switch is checked by the claim itself (in its one statement);
             // the `PAUSED` file here.
             if free > 0 && self.pause_file_reason().is_none() {
-                if last_expiry.is_none_or(|at| at.elapsed() >= options.poll) {
+                // Upkeep once a poll interval, not every look: lost runs counted (S4), and the
+                // external rows waiting for approval queued (S2; a walk of the ready set).
+                if last_upkeep.is_none_or(|at| at.elapsed() >= options.poll) {
                     let lost =
                         store!(self.store.expire_leases(self.now(), self.config.policy.failures).await);
                     totals.lost_counted += lost.len();
-                    last_expiry = Some(Instant::now());
+                    let to_queue = store!(self.awaiting_approval(self.now(), None).await);
+                    if !to_queue.is_empty() {
+                        let by = format!("worker:{}", self.worker);
+                        totals.queued +=
+                            store!(self.store.queue_approvals(to_queue, by, self.now()).await).len();
+                    }
+                    last_upkeep = Some(Instant::now());
                 }
                 // After losing claims to other workers, pick among the eligible rows from a
                 // point of this worker's own, so that workers stop racing for the same head.
                 let spread = (contended > 0).then(|| spread_seed(&self.worker, looks));
                 looks += 1;
-                let (requests, to_queue) = store!(self.plan_claims(free, &failed_here, spread).await);
-                if !to_queue.is_empty() {
-                    let by = format!("worker:{}", self.worker);
-                    totals.queued += store!(self.store.queue_approvals(to_queue, by, self.now()).await).len();
-                }
+                let requests = store!(self.plan_claims(free, &failed_here, spread).await);
                 requested = requests.len();
                 if !requests.is_empty() {
                     let outcomes = store!(self.store.claim_many(requests.clone()).await);
@@ -263,8 +267,7 @@ impl<S: Store + 'static> Engine<S> {
 
     /// The claims to make for `free` slots now: ready rows ticked ▶ first (a requested run),
     /// then automatic runs, each decided by the pure policy (S2, S5–S7, S9, S12), skipping rows
-    /// that failed here lately. Also returns the external rows waiting for approval that are not
-    /// queued yet. Only the rows this worker may run are read (its [`ClaimScope`], I5), so rows
+    /// that failed here lately. Only the rows this worker may run are read (its [`ClaimScope`], I5), so rows
     /// it may not run never hide one it may; the head is read wider while it holds too few
     /// (rows that failed here, caps reached on the way).
     async fn plan_claims(
@@ -272,7 +275,7 @@ impl<S: Store + 'static> Engine<S> {
         free: usize,
         failed_here: &HashMap<TaskId, Instant>,
         spread: Option<u64>,
-    ) -> Result<(Vec<ClaimRequest>, Vec<TaskId>), StoreError> {
+    ) -> Result<Vec<ClaimRequest>, StoreError> {
         let now = self.now();
         let (capped, runs_today) = (self.capped(), self.gate_counts(now).await?);
         let mut limit = free * SCAN_PER_SLOT + failed_here.len();
@@ -313,7 +316,7 @@ impl<S: Store + 'static> Engine<S> {
                     requests.rotate_left(start);
                     requests.truncate(free);
                 }
-                return Ok((requests, self.awaiting_approval(now, None).await?));
+                return Ok(requests);
             }
             limit = (limit * 4).min(crate::SWEEP_SCAN);
         }

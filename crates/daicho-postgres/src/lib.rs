@@ -442,6 +442,25 @@ impl Store for PgStore {
         in_tx!(self, |tx| runs::claim_many_in(&tx, &requests).await?)
     }
 
+    async fn claim_first(&self, requests: Vec<ClaimRequest>) -> Result<ClaimOutcome> {
+        // One statement per request tried, in one transaction: a row another worker holds is
+        // skipped, not waited for (`FOR UPDATE SKIP LOCKED`), and one taken since costs a round
+        // trip, not a commit.
+        in_tx!(self, |tx| {
+            let mut decided = ClaimOutcome::NotClaimable;
+            for request in requests {
+                match runs::claim_many_in(&tx, std::slice::from_ref(&request)).await?.pop() {
+                    Some(ClaimOutcome::NotClaimable) | None => {}
+                    Some(outcome) => {
+                        decided = outcome;
+                        break;
+                    }
+                }
+            }
+            decided
+        })
+    }
+
     async fn finish_many(&self, finishes: Vec<Finish>) -> Result<Vec<Result<Task>>> {
         if finishes.is_empty() {
             return Ok(Vec::new());

@@ -326,6 +326,19 @@ impl Store for SqliteStore {
         self.write(move |tx| requests.iter().map(|r| runs::claim_in(tx, r)).collect()).await
     }
 
+    async fn claim_first(&self, requests: Vec<ClaimRequest>) -> Result<ClaimOutcome> {
+        self.write(move |tx| {
+            for request in &requests {
+                match runs::claim_in(tx, request)? {
+                    ClaimOutcome::NotClaimable => {}
+                    decided => return Ok(decided),
+                }
+            }
+            Ok(ClaimOutcome::NotClaimable)
+        })
+        .await
+    }
+
     async fn finish_many(&self, finishes: Vec<Finish>) -> Result<Vec<Result<Task>>> {
         self.write(move |tx| {
             let mut out = Vec::with_capacity(finishes.len());

@@ -55,6 +55,7 @@ macro_rules! store_contract_tests {
             i2_the_change_mark_grows_with_every_change_and_only_then,
             s1_claim_is_committed_before_the_run_and_fenced_by_attempt,
             s1_concurrent_claims_of_one_row_give_it_once,
+            i5_claims_of_the_same_head_take_different_rows_in_one_write_each,
             s3_three_failures_park_the_row,
             s4_an_expired_lease_counts_one_failure_once,
             done_unblocks_dependents_and_requires_run_when_asked,
@@ -815,6 +816,55 @@ pub async fn s1_concurrent_claims_of_one_row_give_it_once<B: Backend>(backend: &
         }
     }
     assert_eq!(wins, 1);
+}
+
+/// I5, S1: `claim_first` takes the first claimable of its requests; workers handing it the same
+/// head at once each get a different row (none twice), rows taken or not ready are passed over,
+/// and the kill switch stops it.
+pub async fn i5_claims_of_the_same_head_take_different_rows_in_one_write_each<B: Backend>(backend: &B) {
+    let store = std::sync::Arc::new(backend.open().await);
+    let ids = store
+        .upsert(batch((0..12).map(|i| item(&format!("head {i}"))).collect()))
+        .await
+        .expect("upsert")
+        .added;
+    // The first row is already running, so every worker passes over it.
+    claimed(&*store, claim_request(ids[0], "early", t0())).await;
+    let mut handles = Vec::new();
+    for w in 0..8 {
+        let store = std::sync::Arc::clone(&store);
+        let requests: Vec<ClaimRequest> =
+            ids.iter().map(|&id| claim_request(id, &format!("w{w}"), t0())).collect();
+        handles.push(async move { store.claim_first(requests).await });
+    }
+    let mut got: Vec<TaskId> = futures_join(handles)
+        .await
+        .into_iter()
+        .map(|o| match o.expect("claim_first") {
+            ClaimOutcome::Claimed(task) => task.id,
+            other => panic!("every worker finds a row among 11 free ones: {other:?}"),
+        })
+        .collect();
+    got.sort();
+    let before = got.len();
+    got.dedup();
+    assert_eq!(got.len(), before, "no row claimed twice");
+    assert!(!got.contains(&ids[0]), "a running row is passed over");
+    for &id in &got {
+        let runs = store.runs(id).await.expect("runs");
+        assert_eq!(runs.len(), 1, "one run record per claimed row");
+    }
+    // The three rows left, then none.
+    let rest: Vec<ClaimRequest> = ids.iter().map(|&id| claim_request(id, "late", t0())).collect();
+    for _ in 0..3 {
+        assert!(matches!(store.claim_first(rest.clone()).await.expect("claim"), ClaimOutcome::Claimed(_)));
+    }
+    assert_eq!(store.claim_first(rest.clone()).await.expect("claim"), ClaimOutcome::NotClaimable);
+    assert_eq!(store.claim_first(Vec::new()).await.expect("claim"), ClaimOutcome::NotClaimable);
+    let more = store.upsert(batch(vec![item("after the switch")])).await.expect("upsert").added;
+    store.set_paused(Some("stop".into()), Actor::Human("ana".into()), t0()).await.expect("pause");
+    let requests = vec![claim_request(more[0], "late", t0())];
+    assert!(matches!(store.claim_first(requests).await.expect("claim"), ClaimOutcome::Paused(_)));
 }
 
 /// Awaits all futures concurrently (a tiny join without an extra crate).

@@ -705,6 +705,13 @@ pub trait Store: Send + Sync {
         requests: Vec<ClaimRequest>,
     ) -> impl Future<Output = Result<Vec<ClaimOutcome>>> + Send;
 
+    /// Claims the first of `requests`, in their order, that is claimable now, in one
+    /// transaction: each is decided as by [`Store::claim`] until one is claimed (or the kill
+    /// switch is found on). Workers that claim from the same head of the ready set at once each
+    /// get a different row, and a row another worker took costs no commit of its own (I5).
+    /// `NotClaimable` when none of them was.
+    fn claim_first(&self, requests: Vec<ClaimRequest>) -> impl Future<Output = Result<ClaimOutcome>> + Send;
+
     /// Records several run ends in one transaction: each as by [`Store::finish`], in order. A
     /// stale one gets its own [`StoreError::LeaseLost`] and writes nothing; the others commit.
     fn finish_many(&self, finishes: Vec<Finish>) -> impl Future<Output = Result<Vec<Result<Task>>>> + Send;
@@ -891,6 +898,7 @@ macro_rules! delegate_store {
             journal(id: $crate::__deps::daicho_core::TaskId) -> $crate::Result<Vec<$crate::JournalEntry>>;
             claim(request: $crate::ClaimRequest) -> $crate::Result<$crate::ClaimOutcome>;
             claim_many(requests: Vec<$crate::ClaimRequest>) -> $crate::Result<Vec<$crate::ClaimOutcome>>;
+            claim_first(requests: Vec<$crate::ClaimRequest>) -> $crate::Result<$crate::ClaimOutcome>;
             finish_many(finishes: Vec<$crate::Finish>)
                 -> $crate::Result<Vec<$crate::Result<$crate::__deps::daicho_core::Task>>>;
             heartbeat(
