@@ -492,7 +492,10 @@ impl Store for PgStore {
     }
 
     async fn expire_leases(&self, now: Timestamp, policy: FailurePolicy) -> Result<Vec<(TaskId, Status)>> {
-        in_tx!(self, lock, |tx| runs::expire_in(&tx, now, policy).await?)
+        in_tx!(self, |tx| {
+            write_lock_shared(&tx).await?;
+            runs::expire_in(&tx, now, policy).await?
+        })
     }
 
     async fn set_paused(&self, reason: Option<String>, actor: Actor, now: Timestamp) -> Result<()> {
@@ -817,6 +820,17 @@ fn rx_try_drain(rx: Option<&mut tokio::sync::mpsc::UnboundedReceiver<()>>) -> bo
 /// Takes the write lock (until the transaction ends).
 async fn write_lock(tx: &Transaction<'_>) -> Result<()> {
     let lock = tx.prepare_cached("SELECT pg_advisory_xact_lock($1)").await.map_err(backend)?;
+    tx.execute(&lock, &[&WRITE_LOCK]).await.map_err(backend)?;
+    Ok(())
+}
+
+/// Takes the write lock shared (until the transaction ends), for run ends and lost runs (I5):
+/// they change no edge and move dependents' `unmet_deps` only by relative updates under row
+/// locks, so they may run side by side (and their commits share WAL flushes), while any write
+/// that reads the dependency bookkeeping to decide (an upsert, an edit) still waits for them and
+/// they for it.
+pub(crate) async fn write_lock_shared(tx: &Transaction<'_>) -> Result<()> {
+    let lock = tx.prepare_cached("SELECT pg_advisory_xact_lock_shared($1)").await.map_err(backend)?;
     tx.execute(&lock, &[&WRITE_LOCK]).await.map_err(backend)?;
     Ok(())
 }

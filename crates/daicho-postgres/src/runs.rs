@@ -101,15 +101,16 @@ pub(crate) async fn claim_many_in(
         .collect())
 }
 
-/// Records run ends under the write lock: the rows are locked in id order, each end is checked against its fence
+/// Records run ends under the write lock (shared: run ends go side by side): the rows are locked in id order, each end is checked against its fence
 /// (status `running`, same attempt, same lease owner) and the accepted ones are written with one
 /// statement per table, whatever their number. A stale end gets its own `LeaseLost`.
 pub(crate) async fn finish_many_in(tx: &Transaction<'_>, finishes: &[Finish]) -> Result<Vec<Result<Task>>> {
     let mut nums: Vec<i64> = finishes.iter().map(|f| f.id.num() as i64).collect();
     nums.sort_unstable();
     nums.dedup();
-    // The write lock, then the rows: one round trip (pipelined, executed in this order).
-    let ((), mut current) = tokio::try_join!(crate::write_lock(tx), lock_rows(tx, &nums))?;
+    // The write lock (shared with other run ends), then the rows: one round trip (pipelined,
+    // executed in this order).
+    let ((), mut current) = tokio::try_join!(crate::write_lock_shared(tx), lock_rows(tx, &nums))?;
     let mut ends = Ends::default();
     let mut out = Vec::with_capacity(finishes.len());
     for finish in finishes {
@@ -248,8 +249,9 @@ impl Ends {
             if self.unblocking.is_empty() {
                 return Ok(0);
             }
-            // Under the write lock; the dependents are pending with unmet deps, which no claim
-            // touches, so this waits on nobody.
+            // Under the write lock (shared): the dependents are pending with unmet deps, which no
+            // claim touches; two run ends releasing the same dependent meet on its row lock, and
+            // each subtracts its own count from what the other left.
             let stmt = tx
                 .prepare_cached(
                     "UPDATE task SET unmet_deps = unmet_deps - d.c FROM (SELECT task AS dnum, count(*)::INT AS c \

@@ -56,6 +56,7 @@ macro_rules! store_contract_tests {
             s1_claim_is_committed_before_the_run_and_fenced_by_attempt,
             s1_concurrent_claims_of_one_row_give_it_once,
             i5_claims_of_the_same_head_take_different_rows_in_one_write_each,
+            i5_run_ends_side_by_side_keep_a_shared_dependents_count_exact,
             s3_three_failures_park_the_row,
             s4_an_expired_lease_counts_one_failure_once,
             done_unblocks_dependents_and_requires_run_when_asked,
@@ -865,6 +866,42 @@ pub async fn i5_claims_of_the_same_head_take_different_rows_in_one_write_each<B:
     store.set_paused(Some("stop".into()), Actor::Human("ana".into()), t0()).await.expect("pause");
     let requests = vec![claim_request(more[0], "late", t0())];
     assert!(matches!(store.claim_first(requests).await.expect("claim"), ClaimOutcome::Paused(_)));
+}
+
+/// I5, D1: run ends that release the same dependent at the same moment (PostgreSQL lets run
+/// ends go side by side) leave its count of unmet deps exact: it is ready when the last of its
+/// deps is done, not before and not never.
+pub async fn i5_run_ends_side_by_side_keep_a_shared_dependents_count_exact<B: Backend>(backend: &B) {
+    let store = std::sync::Arc::new(backend.open().await);
+    for round in 0..8u64 {
+        let refs: Vec<String> = (1..=4).map(|k| format!("r{round}-dep{k}")).collect();
+        let mut items: Vec<Item> = refs.iter().map(|r| with_id(&format!("dep {r}"), r, &[])).collect();
+        let names: Vec<&str> = refs.iter().map(String::as_str).collect();
+        items.push(with_id(&format!("round {round} waits for four"), &format!("r{round}-waits"), &names));
+        let added = store.upsert(person_batch(items)).await.expect("upsert").added;
+        let waiting = added[4];
+        let mut running = Vec::new();
+        for &dep in &added[..4] {
+            running.push(claimed(&*store, claim_request(dep, "w", t0())).await);
+        }
+        // Three of the four end together: the dependent still waits for the fourth.
+        let ends: Vec<_> = running[..3]
+            .iter()
+            .map(|t| {
+                let store = std::sync::Arc::clone(&store);
+                let end = finish(t, "w", success(Status::Done));
+                async move { store.finish(end).await }
+            })
+            .collect();
+        for end in futures_join(ends).await {
+            end.expect("finish");
+        }
+        let ready: Vec<TaskId> = store.ready(t0(), 100).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+        assert!(!ready.contains(&waiting), "round {round}: {waiting} still waits for one dep");
+        store.finish(finish(&running[3], "w", success(Status::Done))).await.expect("finish");
+        let ready: Vec<TaskId> = store.ready(t0(), 100).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+        assert!(ready.contains(&waiting), "round {round}: {waiting} is ready once its four deps are done");
+    }
 }
 
 /// Awaits all futures concurrently (a tiny join without an extra crate).
