@@ -20,9 +20,11 @@
 //!   rows, whole-process (goal < 10 s, peak memory < 500 MB, read with `/usr/bin/time`), then the
 //!   same sync again (nothing to add or patch).
 //!
-//! - `load`: 50 concurrent HTTP clients for 30 s against `daicho serve` on loopback (reads and
-//!   patches mixed): requests per second, p50/p99 latency, errors (= 0) and lost updates (= 0:
-//!   every acknowledged patch is in the journal).
+//! - `load`: 50 concurrent HTTP clients and 8 remote workers for 30 s against `daicho serve` on
+//!   loopback (reads and patches mixed; claims and completions): requests per second, p50/p99
+//!   latency per kind of request (claims: p99 <= 100 ms), errors (= 0) and lost updates (= 0:
+//!   every acknowledged patch is in the journal, every completion recorded once); on SQLite, or
+//!   PostgreSQL with `DAICHO_BENCH_LOAD_BACKEND=postgres` (`both` for side by side).
 //!
 //! - `pages`: every web page (cross view, ledger with filters, sorts and a keyset page, graph,
 //!   approvals, task, `/metrics`) on a 100,000-row project (`DAICHO_BENCH_PAGE_ROWS`), median and
@@ -142,9 +144,11 @@ fn run(bin: &Path, db: &Path, args: &[&str], stdin: Option<&Path>) -> Duration {
     command.arg("--db").arg(db).args(args).stdout(Stdio::null()).stderr(Stdio::inherit());
     // In the ledger's own directory: `init` writes its example daicho.toml there, never into
     // the directory the bench was started from.
-    if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
-        command.current_dir(dir);
-    }
+    // (A PostgreSQL URL has no directory: the temp directory then.)
+    match db.parent().filter(|d| !d.as_os_str().is_empty() && d.is_dir()) {
+        Some(dir) => command.current_dir(dir),
+        None => command.current_dir(std::env::temp_dir()),
+    };
     if let Some(file) = stdin {
         command.stdin(std::fs::File::open(file).expect("the input file"));
     }
