@@ -896,10 +896,12 @@ pub async fn i5_run_ends_side_by_side_keep_a_shared_dependents_count_exact<B: Ba
         for end in futures_join(ends).await {
             end.expect("finish");
         }
-        let ready: Vec<TaskId> = store.ready(t0(), 100).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+        let ready: Vec<TaskId> =
+            store.ready(t0(), 100).await.expect("ready").tasks.iter().map(|t| t.id).collect();
         assert!(!ready.contains(&waiting), "round {round}: {waiting} still waits for one dep");
         store.finish(finish(&running[3], "w", success(Status::Done))).await.expect("finish");
-        let ready: Vec<TaskId> = store.ready(t0(), 100).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+        let ready: Vec<TaskId> =
+            store.ready(t0(), 100).await.expect("ready").tasks.iter().map(|t| t.id).collect();
         assert!(ready.contains(&waiting), "round {round}: {waiting} is ready once its four deps are done");
     }
 }
