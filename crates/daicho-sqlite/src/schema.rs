@@ -140,6 +140,32 @@ ALTER TABLE approval ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 UPDATE approval SET decision = 'approved' WHERE decided_at IS NOT NULL;
 CREATE INDEX approval_decided ON approval (decided_at) WHERE decided_at IS NOT NULL;
 "#,
+    // 6 (I3): the number of rows that are pending with every dep met, kept by triggers in the
+    // transaction of every write, and the few of them not due yet (`not_before` ahead) in an
+    // index of their own: `ready`'s count reads a row and an index range instead of walking
+    // the ready set (50,000 rows: about 3 ms on every `daicho ready`, page and API call).
+    r#"
+CREATE TABLE ready_count (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    n   INTEGER NOT NULL
+);
+INSERT INTO ready_count (one, n) SELECT 1, count(*) FROM task WHERE status = 'pending' AND unmet_deps = 0;
+CREATE TRIGGER ready_count_insert AFTER INSERT ON task
+WHEN NEW.status = 'pending' AND NEW.unmet_deps = 0 BEGIN
+    UPDATE ready_count SET n = n + 1 WHERE one = 1;
+END;
+CREATE TRIGGER ready_count_delete AFTER DELETE ON task
+WHEN OLD.status = 'pending' AND OLD.unmet_deps = 0 BEGIN
+    UPDATE ready_count SET n = n - 1 WHERE one = 1;
+END;
+CREATE TRIGGER ready_count_update AFTER UPDATE OF status, unmet_deps ON task
+WHEN (OLD.status = 'pending' AND OLD.unmet_deps = 0) <> (NEW.status = 'pending' AND NEW.unmet_deps = 0) BEGIN
+    UPDATE ready_count SET n = n + (CASE WHEN NEW.status = 'pending' AND NEW.unmet_deps = 0 THEN 1 ELSE -1 END)
+        WHERE one = 1;
+END;
+CREATE INDEX task_not_due ON task (not_before)
+    WHERE status = 'pending' AND unmet_deps = 0 AND not_before IS NOT NULL;
+"#,
 ];
 
 /// Checks, without writing, that the ledger's schema is the one this daicho knows (a read-only

@@ -44,6 +44,7 @@ macro_rules! store_contract_tests {
             push_is_idempotent,
             ready_order_and_deps,
             ready_matches_the_definition_after_every_step,
+            i3_the_ready_count_follows_the_clock_and_every_write,
             missing_dep_blocks_until_it_arrives,
             a_cycle_through_a_formerly_missing_dep_is_refused,
             refused_batch_changes_nothing,
@@ -388,10 +389,56 @@ pub async fn ready_matches_the_definition_after_every_step<B: Backend>(backend: 
         set_status(&store, TaskId::new(n), status).await;
         let rows = all(&store).await;
         let want = dag::ready(&rows, t0());
-        let got: Vec<TaskId> =
-            store.ready(t0(), 100).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+        let set = store.ready(t0(), 100).await.expect("ready");
+        let got: Vec<TaskId> = set.tasks.iter().map(|t| t.id).collect();
         assert_eq!(got, want, "after setting T-{n:04} to {status}");
+        assert_eq!(set.total, want.len(), "the ready count after setting T-{n:04} to {status}");
     }
+}
+
+/// I3, D1, D5: `ready`'s total is the size of the ready set — rows not due yet (`not_before`
+/// ahead) counted out until their time, then in; claims, run ends, edits, purge and restore
+/// moving rows in and out of it — however the backend counts it.
+pub async fn i3_the_ready_count_follows_the_clock_and_every_write<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let hour = SignedDuration::from_hours(1);
+    let mut later = with_id("due in an hour", "c3", &[]);
+    later.not_before = Some(t0() + hour);
+    let mut past = with_id("was due an hour ago", "c4", &[]);
+    past.not_before = Some(t0() - hour);
+    let mut much_later = with_id("due tomorrow, waits for c1", "c5", &["c1"]);
+    much_later.not_before = Some(t0() + SignedDuration::from_hours(24));
+    let items =
+        vec![with_id("free", "c1", &[]), with_id("waits for c1", "c2", &["c1"]), later, past, much_later];
+    let ids = store.upsert(batch(items)).await.expect("upsert").added;
+    let check = |what: &'static str, now: Timestamp| {
+        let store = &store;
+        async move {
+            let rows = all(store).await;
+            let want = dag::ready(&rows, now).len();
+            let set = store.ready(now, 1000).await.expect("ready");
+            assert_eq!((set.total, set.tasks.len()), (want, want), "{what} (at {now})");
+        }
+    };
+    check("c1 and c4 ready, c3 not due", t0()).await;
+    check("c3 due after an hour", t0() + hour + SignedDuration::from_secs(1)).await;
+    let task = claimed(&store, claim_request(ids[0], "w", t0())).await;
+    check("c1 claimed", t0()).await;
+    store.finish(finish(&task, "w", success(Status::Done))).await.expect("finish");
+    check("c1 done: c2 ready, c5 waits for its day", t0()).await;
+    check("c5 due tomorrow", t0() + SignedDuration::from_hours(25)).await;
+    let task = claimed(&store, claim_request(ids[1], "w", t0())).await;
+    store.finish(finish(&task, "w", failure("no"))).await.expect("fail");
+    check("c2 failed once: pending again", t0()).await;
+    set_status(&store, ids[3], Status::Dropped).await;
+    check("c4 dropped", t0()).await;
+    let edit = TaskEdit { not_before: Some(None), ..TaskEdit::default() };
+    store.edit(ids[2], edit, Actor::Human("ana".into()), t0()).await.expect("edit");
+    check("c3's wait removed by a person", t0()).await;
+    store.purge_source("contract", true, Actor::Human("ana".into()), t0()).await.expect("purge");
+    check("purged", t0()).await;
+    store.restore_source("contract", Actor::Human("ana".into()), t0()).await.expect("restore");
+    check("restored", t0()).await;
 }
 
 /// A dep on an id that arrives later blocks until the dep is done.
@@ -1707,9 +1754,10 @@ pub async fn a_random_walk_keeps_ready_exact_and_the_graph_acyclic<B: Backend>(b
             rows.iter().map(|t| (t.id, t.deps.clone())).collect();
         assert_eq!(dag::find_cycle(&graph), None, "step {step} ({what}) made a cycle");
         let want = dag::ready(&rows, now);
-        let got: Vec<TaskId> =
-            store.ready(now, 1000).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+        let set = store.ready(now, 1000).await.expect("ready");
+        let got: Vec<TaskId> = set.tasks.iter().map(|t| t.id).collect();
         assert_eq!(got, want, "step {step} ({what}): the ready set drifted from the definition");
+        assert_eq!(set.total, want.len(), "step {step} ({what}): the ready count drifted from the set");
         let head: Vec<TaskId> =
             store.ready_head(now, None, 3).await.expect("ready_head").iter().map(|t| t.id).collect();
         assert_eq!(

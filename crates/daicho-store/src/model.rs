@@ -426,9 +426,10 @@ async fn walk<B: Backend>(backend: &B, seed: u64) -> usize {
             }
         }
         // The ready set is the model's.
-        let ready: BTreeSet<TaskId> =
-            store.ready(now, 10_000).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+        let set = store.ready(now, 10_000).await.expect("ready");
+        let ready: BTreeSet<TaskId> = set.tasks.iter().map(|t| t.id).collect();
         assert_eq!(ready, model.ready(now), "seed {seed} step {step} ({what}): ready set");
+        assert_eq!(set.total, ready.len(), "seed {seed} step {step} ({what}): ready count");
         // Failures stay within the cap; a running row has exactly one lease.
         for (id, row) in &after {
             assert!(row.failures <= CAP, "seed {seed} step {step}: {id} has {} failures", row.failures);

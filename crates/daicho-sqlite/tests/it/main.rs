@@ -40,6 +40,71 @@ mod sqlite_specifics {
         assert!(!plan.contains("SCAN task"), "ready must not scan the table: {plan}");
     }
 
+    /// I3: a ledger of schema version 6 (before the ready count was kept) is counted once when it is
+    /// upgraded, and kept counted after; the count's query reads the not-due index, never the
+    /// table.
+    #[tokio::test]
+    async fn i3_an_upgraded_ledger_counts_its_ready_rows_once_and_keeps_them_counted() {
+        let backend = SqliteBackend::temp();
+        let store = backend.open().await;
+        let later = jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(1);
+        let items: Vec<daicho_core::Item> = (0..30)
+            .map(|n| {
+                let mut item = daicho_core::Item::new(&format!("row {n}"), "s");
+                item.ref_id = Some(format!("r{n}"));
+                if n % 3 == 1 {
+                    item.deps = vec![format!("r{}", n - 1)];
+                }
+                if n % 5 == 0 {
+                    item.not_before = Some(later);
+                }
+                item
+            })
+            .collect();
+        let batch = Batch {
+            items: items.into(),
+            actor: daicho_core::Actor::System,
+            now: jiff::Timestamp::UNIX_EPOCH,
+            file: "x".into(),
+            unknown_deps: UnknownDeps::Refuse,
+        };
+        let added = store.upsert(batch).await.unwrap().added;
+        let at = jiff::Timestamp::UNIX_EPOCH;
+        let before = store.ready(at, 100).await.unwrap();
+        assert_eq!((before.total, before.tasks.len()), (16, 16), "20 without deps, 4 of them not due");
+        drop(store);
+        let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
+        raw.execute_batch(
+            "DROP TRIGGER ready_count_insert; DROP TRIGGER ready_count_delete; DROP TRIGGER ready_count_update; \
+             DROP INDEX task_not_due; DROP TABLE ready_count; PRAGMA user_version = 6;",
+        )
+        .unwrap();
+        drop(raw);
+        let store = backend.open().await;
+        assert_eq!(store.ready(at, 100).await.unwrap().total, 16, "counted when upgraded");
+        assert_eq!(store.ready(later, 100).await.unwrap().total, 20, "the four are due an hour later");
+        // r3 done: r4, which waits for it, is ready instead.
+        let first = added[3];
+        let edit = daicho_core::edit::TaskEdit {
+            status: Some(daicho_core::Status::Done),
+            ..daicho_core::edit::TaskEdit::default()
+        };
+        store.edit(first, edit, daicho_core::Actor::Human("ana".into()), at).await.unwrap();
+        let after = store.ready(at, 100).await.unwrap();
+        assert_eq!((after.total, after.tasks.len()), (16, 16), "one done, the one waiting for it ready");
+        assert!(after.tasks.iter().any(|t| t.id == added[4]));
+        let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
+        let plan: Vec<String> = raw
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", daicho_sqlite::READY_COUNT_SQL))
+            .unwrap()
+            .query_map([0i64], |r| r.get::<_, String>(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let plan = plan.join("; ");
+        assert!(plan.contains("task_not_due") && !plan.contains("SCAN task"), "{plan}");
+    }
+
     #[tokio::test]
     async fn the_ledger_uses_wal_and_survives_reopen_with_unmet_counts() {
         let backend = SqliteBackend::temp();
