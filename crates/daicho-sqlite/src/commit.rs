@@ -11,11 +11,16 @@
 //! When SQLite itself ends the transaction inside a write (a full disk, an I/O error), the
 //! writes before it in the batch are lost with it: they are answered with that error, and the
 //! writes not yet run go on in the next transaction.
+//!
+//! A large write (an upsert, a replan, a purge, a restore) runs alone, so no small write waits
+//! for its commit; a small write queued behind one waits at most the busy timeout, as it would
+//! have for another process's lock, and is then withdrawn — never run — and answered
+//! `Unavailable` by its caller.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use daicho_store::{Result, StoreError};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
@@ -29,6 +34,12 @@ pub(crate) const MAX_BATCH: usize = 64;
 
 /// A queued write.
 pub(crate) trait Write: Send {
+    /// Whether it runs in a transaction of its own (a large write: an upsert, a purge), so
+    /// that no small write waits for its commit.
+    fn alone(&self) -> bool;
+    /// Takes the write for a batch; false when its caller withdrew it first (its wait ran out),
+    /// and then it never runs.
+    fn take(&self) -> bool;
     /// Runs the write inside the batch's transaction (in a savepoint of its own); true when it
     /// succeeded and its savepoint is kept.
     fn run(&mut self, tx: &Transaction<'_>) -> bool;
@@ -37,16 +48,47 @@ pub(crate) trait Write: Send {
     fn answer(self: Box<Self>, committed: Result<()>);
 }
 
+/// Where a queued write is: waiting, taken for a batch, or withdrawn by its caller.
+#[derive(Debug, Default)]
+pub(crate) struct Claim(AtomicU8);
+
+const QUEUED: u8 = 0;
+const TAKEN: u8 = 1;
+const WITHDRAWN: u8 = 2;
+
+impl Claim {
+    /// The caller gives up waiting: true when the write had not been taken (it will never run),
+    /// false when it is running or has run (the caller must wait for its answer).
+    pub(crate) fn withdraw(&self) -> bool {
+        self.0.compare_exchange(QUEUED, WITHDRAWN, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Takes it for a batch (again, when a batch put it back unrun); false once withdrawn.
+    fn take(&self) -> bool {
+        matches!(
+            self.0.compare_exchange(QUEUED, TAKEN, Ordering::AcqRel, Ordering::Acquire),
+            Ok(_) | Err(TAKEN)
+        )
+    }
+}
+
 /// A write of `f`, answered through `sender`.
 pub(crate) struct Pending<F, R> {
     f: Option<F>,
     result: Option<Result<R>>,
     sender: oneshot::Sender<Result<R>>,
+    alone: bool,
+    claim: Arc<Claim>,
 }
 
 impl<F, R> Pending<F, R> {
-    pub(crate) fn new(f: F, sender: oneshot::Sender<Result<R>>) -> Pending<F, R> {
-        Pending { f: Some(f), result: None, sender }
+    pub(crate) fn new(
+        f: F,
+        sender: oneshot::Sender<Result<R>>,
+        alone: bool,
+        claim: Arc<Claim>,
+    ) -> Pending<F, R> {
+        Pending { f: Some(f), result: None, sender, alone, claim }
     }
 }
 
@@ -55,6 +97,14 @@ where
     R: Send,
     F: FnOnce(&Transaction<'_>) -> Result<R> + Send,
 {
+    fn alone(&self) -> bool {
+        self.alone
+    }
+
+    fn take(&self) -> bool {
+        self.claim.take()
+    }
+
     fn run(&mut self, tx: &Transaction<'_>) -> bool {
         let Some(f) = self.f.take() else { return false };
         let result = f(tx);
@@ -113,15 +163,31 @@ impl Queue {
         !std::mem::replace(&mut state.leading, true)
     }
 
-    /// Takes the next batch, or ends the lead when the queue is empty.
+    /// Takes the next batch — up to [`MAX_BATCH`] writes in order, a write that runs alone in a
+    /// batch of its own, withdrawn ones dropped — or ends the lead when the queue is empty.
     fn next_batch(&self) -> Option<Vec<Job>> {
         let mut state = self.state();
-        if state.jobs.is_empty() {
+        let mut batch: Vec<Job> = Vec::new();
+        while batch.len() < MAX_BATCH {
+            let Some(front) = state.jobs.front() else { break };
+            if front.alone() && !batch.is_empty() {
+                break;
+            }
+            let Some(job) = state.jobs.pop_front() else { break };
+            if !job.take() {
+                continue;
+            }
+            let alone = job.alone();
+            batch.push(job);
+            if alone {
+                break;
+            }
+        }
+        if batch.is_empty() {
             state.leading = false;
             return None;
         }
-        let n = state.jobs.len().min(MAX_BATCH);
-        Some(state.jobs.drain(..n).collect())
+        Some(batch)
     }
 
     /// Runs batches until the queue is empty (blocking), on `conn` or, when it is `None`, on a
@@ -271,9 +337,19 @@ mod tests {
         q: &Queue,
         f: impl FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
     ) -> oneshot::Receiver<Result<R>> {
+        queue_as(q, false, f).0
+    }
+
+    /// Queues `f`, alone or not; the receiver gets its answer, the claim withdraws it.
+    fn queue_as<R: Send + 'static>(
+        q: &Queue,
+        alone: bool,
+        f: impl FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
+    ) -> (oneshot::Receiver<Result<R>>, Arc<Claim>) {
         let (sender, receiver) = oneshot::channel();
-        q.push(Box::new(Pending::new(f, sender)));
-        receiver
+        let claim = Arc::new(Claim::default());
+        q.push(Box::new(Pending::new(f, sender, alone, Arc::clone(&claim))));
+        (receiver, claim)
     }
 
     fn no_connect() -> Result<Connection> {
@@ -345,6 +421,80 @@ mod tests {
         other.execute_batch("ROLLBACK").expect("unlock");
         assert!(rows(&conn).is_empty());
         assert_eq!(q.commits(), 0);
+    }
+
+    #[test]
+    fn i5_a_large_write_runs_alone_and_the_small_ones_around_it_commit_apart() {
+        let (_dir, conn) = table();
+        let q = Queue::default();
+        let a = queue(&q, |tx| insert(tx, "a"));
+        let (large, _) =
+            queue_as(&q, true, |tx| (0..100).try_for_each(|n| insert(tx, &format!("large {n:03}"))));
+        let b = queue(&q, |tx| insert(tx, "b"));
+        let c = queue(&q, |tx| insert(tx, "c"));
+        let conn = q.lead(Some(conn), no_connect, |_| {}).expect("the connection back");
+        for answer in [a, large, b, c] {
+            assert!(answer.blocking_recv().expect("answered").is_ok());
+        }
+        assert_eq!(q.commits(), 3, "[a], [large], [b, c]");
+        assert_eq!(rows(&conn).len(), 103);
+    }
+
+    #[test]
+    fn i5_a_write_withdrawn_before_it_is_taken_never_runs() {
+        let (_dir, conn) = table();
+        let q = Queue::default();
+        let (withdrawn, claim) = queue_as(&q, false, |tx| insert(tx, "withdrawn"));
+        let (kept, kept_claim) = queue_as(&q, false, |tx| insert(tx, "kept"));
+        assert!(claim.withdraw(), "a queued write can be withdrawn");
+        let conn = q.lead(Some(conn), no_connect, |_| {}).expect("the connection back");
+        assert!(withdrawn.blocking_recv().is_err(), "never run, never answered");
+        assert!(kept.blocking_recv().expect("answered").is_ok());
+        assert!(!kept_claim.withdraw(), "a write taken for a batch cannot be withdrawn");
+        assert_eq!(rows(&conn), ["kept"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn i5_a_small_write_behind_a_long_one_gives_up_at_the_busy_timeout_and_never_runs() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let options = crate::SqliteOptions {
+            busy_timeout: std::time::Duration::from_millis(100),
+            ..Default::default()
+        };
+        let store = crate::SqliteStore::open(dir.path().join("ledger.db"), options).await.expect("open");
+        let setting = |name: &'static str| {
+            move |tx: &Transaction<'_>| {
+                tx.execute("INSERT INTO setting (name, value) VALUES (?1, 'x')", [name]).map_err(backend)
+            }
+        };
+        let long = {
+            let store = store.clone();
+            let write = setting("long");
+            tokio::spawn(async move {
+                store
+                    .write_alone(move |tx| {
+                        std::thread::sleep(std::time::Duration::from_millis(800));
+                        write(tx)
+                    })
+                    .await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let started = std::time::Instant::now();
+        let small = store.write(setting("small")).await;
+        assert!(matches!(small, Err(StoreError::Unavailable(_))), "{small:?}");
+        assert!(started.elapsed() < std::time::Duration::from_millis(600), "gave up at the busy timeout");
+        assert_eq!(long.await.expect("joined").expect("the long write commits"), 1);
+        let names: Vec<String> = store
+            .read(|tx| {
+                let mut s = tx
+                    .prepare("SELECT name FROM setting WHERE value = 'x' ORDER BY name")
+                    .map_err(backend)?;
+                s.query_map([], |r| r.get(0)).and_then(Iterator::collect).map_err(backend)
+            })
+            .await
+            .expect("read");
+        assert_eq!(names, ["long"], "the withdrawn write never ran");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -156,8 +156,27 @@ impl SqliteStore {
         R: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
     {
-        let (sender, answer) = tokio::sync::oneshot::channel();
-        if self.inner.writes.push(Box::new(commit::Pending::new(f, sender))) {
+        self.write_as(false, f).await
+    }
+
+    /// [`SqliteStore::write`] in a transaction of its own: for large writes (an upsert, a
+    /// purge), so that no small write waits for their commit.
+    async fn write_alone<R, F>(&self, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
+    {
+        self.write_as(true, f).await
+    }
+
+    async fn write_as<R, F>(&self, alone: bool, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
+    {
+        let (sender, mut answer) = tokio::sync::oneshot::channel();
+        let claim = Arc::new(commit::Claim::default());
+        if self.inner.writes.push(Box::new(commit::Pending::new(f, sender, alone, Arc::clone(&claim)))) {
             let inner = Arc::clone(&self.inner);
             let wal = self.wal_path();
             tokio::task::spawn_blocking(move || {
@@ -172,9 +191,17 @@ impl SqliteStore {
                 }
             });
         }
-        answer
-            .await
-            .map_err(|_| StoreError::backend("the ledger's writer stopped before answering this write"))?
+        let stopped = |_| StoreError::backend("the ledger's writer stopped before answering this write");
+        let busy_timeout = self.inner.options.busy_timeout;
+        match tokio::time::timeout(busy_timeout, &mut answer).await {
+            Ok(answered) => answered.map_err(stopped)?,
+            // Still queued behind a long write past the busy timeout: withdrawn, never run.
+            Err(_) if claim.withdraw() => Err(StoreError::Unavailable(format!(
+                "waited {busy_timeout:?} for the ledger's writer (a long write holds it); nothing was written"
+            ))),
+            // Running or run: its outcome is known only at its commit.
+            Err(_) => answer.await.map_err(stopped)?,
+        }
     }
 
     /// Transactions this store has committed (figures: with [`commit`], several writes share
@@ -402,12 +429,12 @@ impl Store for SqliteStore {
         now: Timestamp,
     ) -> Result<PurgeReport> {
         let source = source.to_owned();
-        self.write(move |tx| purge::purge_in(tx, &source, apply, &actor, now)).await
+        self.write_alone(move |tx| purge::purge_in(tx, &source, apply, &actor, now)).await
     }
 
     async fn restore_source(&self, source: &str, actor: Actor, now: Timestamp) -> Result<RestoreReport> {
         let source = source.to_owned();
-        self.write(move |tx| purge::restore_in(tx, &source, &actor, now)).await
+        self.write_alone(move |tx| purge::restore_in(tx, &source, &actor, now)).await
     }
 
     async fn cursor(&self, role: &str) -> Result<Option<String>> {
@@ -486,11 +513,11 @@ impl Store for SqliteStore {
     }
 
     async fn upsert(&self, batch: Batch) -> Result<UpsertReport> {
-        self.write(move |tx| upsert_in(tx, &batch)).await
+        self.write_alone(move |tx| upsert_in(tx, &batch)).await
     }
 
     async fn replan(&self, batch: Batch, retire: Vec<TaskId>) -> Result<UpsertReport> {
-        self.write(move |tx| {
+        self.write_alone(move |tx| {
             let drop = TaskEdit { status: Some(Status::Dropped), ..TaskEdit::default() };
             for id in retire {
                 if get_task(tx, id)?.is_some_and(|t| t.status.is_open()) {
