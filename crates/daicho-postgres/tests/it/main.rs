@@ -182,3 +182,56 @@ async fn f2_an_old_purge_entry_is_restored() {
     let _ = task.await;
     f2_an_old_purge_entry_is_restored(&store).await;
 }
+
+/// I3: a ledger of schema version 5 (before the ready count was kept) is counted once when it is
+/// upgraded (the contract's walks check that writes keep it counted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i3_an_upgraded_ledger_counts_its_ready_rows_once_and_keeps_them_counted() {
+    use daicho_store::Store as _;
+
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let store = PgStore::open(&url).await.expect("open");
+    let later = jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(1);
+    let items: Vec<daicho_core::Item> = (0..30)
+        .map(|n| {
+            let mut item = daicho_core::Item::new(&format!("row {n}"), "s");
+            item.ref_id = Some(format!("r{n}"));
+            if n % 3 == 1 {
+                item.deps = vec![format!("r{}", n - 1)];
+            }
+            if n % 5 == 0 {
+                item.not_before = Some(later);
+            }
+            item
+        })
+        .collect();
+    let batch = daicho_store::Batch {
+        items: items.into(),
+        actor: daicho_core::Actor::System,
+        now: jiff::Timestamp::UNIX_EPOCH,
+        file: "x".into(),
+        unknown_deps: daicho_store::UnknownDeps::Refuse,
+    };
+    store.upsert(batch).await.expect("upsert");
+    drop(store);
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let task = tokio::spawn(connection);
+    client
+        .batch_execute(
+            "DROP TRIGGER ready_count_insert ON task; DROP TRIGGER ready_count_update ON task; \
+             DROP TRIGGER ready_count_delete ON task; DROP FUNCTION daicho_ready_count(); \
+             DROP INDEX task_not_due; DROP TABLE ready_count; UPDATE daicho_schema SET version = 5;",
+        )
+        .await
+        .expect("back to schema 5");
+    let store = PgStore::open(&url).await.expect("open and upgrade");
+    let at = jiff::Timestamp::UNIX_EPOCH;
+    let set = store.ready(at, 100).await.expect("ready");
+    assert_eq!((set.total, set.tasks.len()), (16, 16), "20 without deps, 4 of them not due");
+    assert_eq!(store.ready(later, 100).await.expect("ready").total, 20, "the four are due an hour later");
+    let shards: i64 = client.query_one("SELECT count(*) FROM ready_count", &[]).await.expect("shards").get(0);
+    assert_eq!(shards, 64);
+    drop(client);
+    let _ = task.await;
+}
