@@ -124,17 +124,17 @@ CREATE INDEX IF NOT EXISTS approval_decided ON approval (decided_at) WHERE decid
     // claims do not queue on one counter row); the few not due yet (`not_before` ahead) in an
     // index of their own. `ready`'s count sums 64 rows and reads an index range instead of
     // walking the ready set (31,000 rows: about 10 ms per call). Writers wait while it is
-    // counted once.
+    // counted; like the others, it may run again over itself (and counts afresh).
     r#"
 LOCK TABLE task IN SHARE ROW EXCLUSIVE MODE;
-CREATE TABLE ready_count (
+CREATE TABLE IF NOT EXISTS ready_count (
     shard INT PRIMARY KEY,
     n     BIGINT NOT NULL
 );
-INSERT INTO ready_count (shard, n) SELECT s, 0 FROM generate_series(0, 63) AS s;
-UPDATE ready_count SET n = (SELECT count(*) FROM task WHERE status = 'pending' AND unmet_deps = 0)
-    WHERE shard = 0;
-CREATE FUNCTION daicho_ready_count() RETURNS trigger LANGUAGE plpgsql AS $$
+INSERT INTO ready_count (shard, n) SELECT s, 0 FROM generate_series(0, 63) AS s ON CONFLICT (shard) DO NOTHING;
+UPDATE ready_count SET n = CASE WHEN shard = 0
+    THEN (SELECT count(*) FROM task WHERE status = 'pending' AND unmet_deps = 0) ELSE 0 END;
+CREATE OR REPLACE FUNCTION daicho_ready_count() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     delta BIGINT := 0;
 BEGIN
@@ -150,13 +150,13 @@ BEGIN
     RETURN NULL;
 END
 $$;
-CREATE TRIGGER ready_count_insert AFTER INSERT ON task REFERENCING NEW TABLE AS new_rows
+CREATE OR REPLACE TRIGGER ready_count_insert AFTER INSERT ON task REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION daicho_ready_count();
-CREATE TRIGGER ready_count_update AFTER UPDATE ON task REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+CREATE OR REPLACE TRIGGER ready_count_update AFTER UPDATE ON task REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION daicho_ready_count();
-CREATE TRIGGER ready_count_delete AFTER DELETE ON task REFERENCING OLD TABLE AS old_rows
+CREATE OR REPLACE TRIGGER ready_count_delete AFTER DELETE ON task REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION daicho_ready_count();
-CREATE INDEX task_not_due ON task (not_before)
+CREATE INDEX IF NOT EXISTS task_not_due ON task (not_before)
     WHERE status = 'pending' AND unmet_deps = 0 AND not_before IS NOT NULL;
 "#,
 ];
