@@ -245,7 +245,7 @@ pub struct Engine<S> {
     stop: tokio::sync::watch::Receiver<Stop>,
     spool: Option<spool::Spool>,
     clock: Arc<dyn clock::Clock>,
-    /// When remote claims last expired leases (microseconds of the engine's clock).
+    /// When remote claims last did their upkeep (microseconds of the engine's clock).
     upkept: std::sync::atomic::AtomicI64,
 }
 
@@ -491,8 +491,9 @@ impl<S: Store + 'static> Engine<S> {
         Some(if reason.is_empty() { format!("{} exists", file.display()) } else { reason.to_owned() })
     }
 
-    /// Whether the remote claims' upkeep (expiring leases) is due at `now`: at most once a
-    /// second of the engine's clock, so a busy server does not add a write to every claim.
+    /// Whether the remote claims' upkeep (expiring leases, queueing approvals) is due at `now`:
+    /// at most once a second of the engine's clock, so a busy server does not add a write and a
+    /// walk of the ready set to every claim.
     pub(crate) fn upkeep_due(&self, now: Timestamp) -> bool {
         use std::sync::atomic::Ordering;
         let at = now.as_microsecond();

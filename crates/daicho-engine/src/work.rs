@@ -267,9 +267,9 @@ impl<S: Store + 'static> Engine<S> {
 
     /// The claims to make for `free` slots now: ready rows ticked ▶ first (a requested run),
     /// then automatic runs, each decided by the pure policy (S2, S5–S7, S9, S12), skipping rows
-    /// that failed here lately. Only the rows this worker may run are read (its [`ClaimScope`], I5), so rows
-    /// it may not run never hide one it may; the head is read wider while it holds too few
-    /// (rows that failed here, caps reached on the way).
+    /// that failed here lately. Only the rows this worker may run are read (its [`ClaimScope`],
+    /// I5), so rows it may not run never hide one it may; the head is read wider while it holds
+    /// too few (rows that failed here, caps reached on the way).
     async fn plan_claims(
         &self,
         free: usize,
