@@ -110,14 +110,7 @@ impl SqliteStore {
     pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore> {
         let path = path.as_ref().to_owned();
         let read_only = options.read_only;
-        let inner = Inner {
-            path,
-            options,
-            immutable: false,
-            idle: Mutex::new(Vec::new()),
-            writes: commit::Queue::default(),
-        };
-        let store = SqliteStore { inner: Arc::new(inner) };
+        let store = SqliteStore::new(path, options, false);
         if !read_only {
             store.with_conn(schema::migrate).await?;
             return Ok(store);
@@ -128,19 +121,19 @@ impl SqliteStore {
                 // mount or directory): read it as an immutable file, which nothing can change
                 // while it stays there.
                 let (path, options) = (store.inner.path.clone(), store.inner.options.clone());
-                let inner = Inner {
-                    path,
-                    options,
-                    immutable: true,
-                    idle: Mutex::new(Vec::new()),
-                    writes: commit::Queue::default(),
-                };
-                let store = SqliteStore { inner: Arc::new(inner) };
+                let store = SqliteStore::new(path, options, true);
                 store.with_conn(schema::check_current).await?;
                 Ok(store)
             }
             result => result.map(|()| store),
         }
+    }
+
+    /// A store over `path`, nothing opened yet.
+    fn new(path: PathBuf, options: SqliteOptions, immutable: bool) -> SqliteStore {
+        let idle = Mutex::new(Vec::new());
+        let inner = Inner { path, options, immutable, idle, writes: commit::Queue::default() };
+        SqliteStore { inner: Arc::new(inner) }
     }
 
     /// The path of the ledger file.

@@ -441,6 +441,25 @@ pub async fn i3_the_ready_count_follows_the_clock_and_every_write<B: Backend>(ba
     check("restored", t0()).await;
 }
 
+/// Thirty rows for the backends' upgrade tests of the ready count (I3): twenty without deps,
+/// four of them not due until `later` (rows 0, 5, 20, 25); at the epoch sixteen are ready.
+pub fn thirty_rows_some_waiting(later: Timestamp) -> Batch {
+    let items: Vec<Item> = (0..30)
+        .map(|n| {
+            let mut item = Item::new(&format!("row {n}"), "s");
+            item.ref_id = Some(format!("r{n}"));
+            if n % 3 == 1 {
+                item.deps = vec![format!("r{}", n - 1)];
+            }
+            if n % 5 == 0 {
+                item.not_before = Some(later);
+            }
+            item
+        })
+        .collect();
+    Batch { actor: Actor::System, now: Timestamp::UNIX_EPOCH, file: "x".into(), ..batch(items) }
+}
+
 /// A dep on an id that arrives later blocks until the dep is done.
 pub async fn missing_dep_blocks_until_it_arrives<B: Backend>(backend: &B) {
     let store = backend.open().await;

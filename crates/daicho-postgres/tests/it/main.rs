@@ -193,26 +193,7 @@ async fn i3_an_upgraded_ledger_counts_its_ready_rows_once_and_keeps_them_counted
     let Some(url) = backend.url.clone() else { return };
     let store = PgStore::open(&url).await.expect("open");
     let later = jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(1);
-    let items: Vec<daicho_core::Item> = (0..30)
-        .map(|n| {
-            let mut item = daicho_core::Item::new(&format!("row {n}"), "s");
-            item.ref_id = Some(format!("r{n}"));
-            if n % 3 == 1 {
-                item.deps = vec![format!("r{}", n - 1)];
-            }
-            if n % 5 == 0 {
-                item.not_before = Some(later);
-            }
-            item
-        })
-        .collect();
-    let batch = daicho_store::Batch {
-        items: items.into(),
-        actor: daicho_core::Actor::System,
-        now: jiff::Timestamp::UNIX_EPOCH,
-        file: "x".into(),
-        unknown_deps: daicho_store::UnknownDeps::Refuse,
-    };
+    let batch = daicho_store::contract::thirty_rows_some_waiting(later);
     store.upsert(batch).await.expect("upsert");
     drop(store);
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");

@@ -48,26 +48,7 @@ mod sqlite_specifics {
         let backend = SqliteBackend::temp();
         let store = backend.open().await;
         let later = jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(1);
-        let items: Vec<daicho_core::Item> = (0..30)
-            .map(|n| {
-                let mut item = daicho_core::Item::new(&format!("row {n}"), "s");
-                item.ref_id = Some(format!("r{n}"));
-                if n % 3 == 1 {
-                    item.deps = vec![format!("r{}", n - 1)];
-                }
-                if n % 5 == 0 {
-                    item.not_before = Some(later);
-                }
-                item
-            })
-            .collect();
-        let batch = Batch {
-            items: items.into(),
-            actor: daicho_core::Actor::System,
-            now: jiff::Timestamp::UNIX_EPOCH,
-            file: "x".into(),
-            unknown_deps: UnknownDeps::Refuse,
-        };
+        let batch = daicho_store::contract::thirty_rows_some_waiting(later);
         let added = store.upsert(batch).await.unwrap().added;
         let at = jiff::Timestamp::UNIX_EPOCH;
         let before = store.ready(at, 100).await.unwrap();
