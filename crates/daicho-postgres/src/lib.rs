@@ -283,12 +283,6 @@ macro_rules! in_tx {
     }};
 }
 
-/// The size of the ready set (the ready condition of `codec::ready_where`): `ready_count`'s
-/// shards less the rows not due yet, read from the partial index `task_not_due`.
-pub const READY_COUNT_SQL: &str = "SELECT ((SELECT sum(n) FROM ready_count) - \
-     (SELECT count(*) FROM task WHERE status = 'pending' AND unmet_deps = 0 \
-      AND not_before IS NOT NULL AND not_before > $1))::BIGINT";
-
 /// The ready condition (D1, D5), with `$1` the time in microseconds.
 fn ready_where() -> String {
     codec::ready_where("$1")
@@ -371,7 +365,8 @@ impl Store for PgStore {
             let now = micros(now);
             // The ready condition, counted without walking the set: the rows pending with
             // every dep met (kept by triggers) less those not due yet (their own index).
-            let total: i64 = tx.query_one(READY_COUNT_SQL, &[&now]).await.map_err(backend)?.get(0);
+            let count = tx.prepare_cached(&codec::ready_count_sql("$1", "task")).await.map_err(backend)?;
+            let total: i64 = tx.query_one(&count, &[&now]).await.map_err(backend)?.get(0);
             let rows = tx
                 .query(
                     &format!("SELECT {COLUMNS} FROM task WHERE {} {READY_ORDER} LIMIT $2", ready_where()),
@@ -823,9 +818,7 @@ fn rx_try_drain(rx: Option<&mut tokio::sync::mpsc::UnboundedReceiver<()>>) -> bo
 
 /// Takes the write lock (until the transaction ends).
 async fn write_lock(tx: &Transaction<'_>) -> Result<()> {
-    let lock = tx.prepare_cached("SELECT pg_advisory_xact_lock($1)").await.map_err(backend)?;
-    tx.execute(&lock, &[&WRITE_LOCK]).await.map_err(backend)?;
-    Ok(())
+    advisory(tx, "SELECT pg_advisory_xact_lock($1)").await
 }
 
 /// Takes the write lock shared (until the transaction ends), for run ends and lost runs (I5):
@@ -834,7 +827,12 @@ async fn write_lock(tx: &Transaction<'_>) -> Result<()> {
 /// that reads the dependency bookkeeping to decide (an upsert, an edit) still waits for them and
 /// they for it.
 pub(crate) async fn write_lock_shared(tx: &Transaction<'_>) -> Result<()> {
-    let lock = tx.prepare_cached("SELECT pg_advisory_xact_lock_shared($1)").await.map_err(backend)?;
+    advisory(tx, "SELECT pg_advisory_xact_lock_shared($1)").await
+}
+
+/// Takes the write lock as `sql` says (exclusive or shared).
+async fn advisory(tx: &Transaction<'_>, sql: &str) -> Result<()> {
+    let lock = tx.prepare_cached(sql).await.map_err(backend)?;
     tx.execute(&lock, &[&WRITE_LOCK]).await.map_err(backend)?;
     Ok(())
 }

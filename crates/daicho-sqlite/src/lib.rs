@@ -548,7 +548,7 @@ impl Store for SqliteStore {
             // The ready condition, counted without walking the set: the rows pending with
             // every dep met (kept by triggers) less those not due yet (their own index).
             let total: i64 = tx
-                .prepare_cached(READY_COUNT_SQL)
+                .prepare_cached(&ready_count_sql())
                 .and_then(|mut s| s.query_row([now], |r| r.get(0)))
                 .map_err(backend)?;
             let mut stmt = tx
@@ -622,12 +622,11 @@ impl Store for SqliteStore {
     }
 }
 
-/// The size of the ready set (the ready condition of `codec::ready_where`, counted from
-/// `ready_count` and the index `task_not_due`, which must serve it: `INDEXED BY` makes a missing
-/// index an error, not a walk).
-pub const READY_COUNT_SQL: &str = "SELECT (SELECT n FROM ready_count WHERE one = 1) - \
-     (SELECT count(*) FROM task INDEXED BY task_not_due WHERE status = 'pending' AND unmet_deps = 0 \
-      AND not_before IS NOT NULL AND not_before > ?1)";
+/// The size of the ready set ([`codec::ready_count_sql`]); `INDEXED BY` makes a missing
+/// `task_not_due` an error, not a walk.
+pub fn ready_count_sql() -> String {
+    codec::ready_count_sql("?1", "task INDEXED BY task_not_due")
+}
 
 /// The ready condition (D1, D5), with `?1` the time in microseconds.
 fn ready_where() -> String {

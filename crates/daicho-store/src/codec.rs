@@ -82,6 +82,17 @@ pub fn ready_where(now: &str) -> String {
     format!("status = 'pending' AND unmet_deps = 0 AND (not_before IS NULL OR not_before <= {now})")
 }
 
+/// The size of the ready set, `now` being the placeholder of the time in microseconds: the rows
+/// pending with every dep met (kept in `ready_count` by each backend's triggers, one row or
+/// several shards) less those not due yet, read from the partial index `task_not_due` (`from`
+/// names the table, with an index hint where the backend takes one). Both backends use this text.
+pub fn ready_count_sql(now: &str, from: &str) -> String {
+    format!(
+        "SELECT CAST((SELECT sum(n) FROM ready_count) - (SELECT count(*) FROM {from} WHERE status = 'pending' \
+         AND unmet_deps = 0 AND not_before IS NOT NULL AND not_before > {now}) AS BIGINT)"
+    )
+}
+
 /// Run order: priority (larger first), then id. Served by the index `task_ready`.
 pub const READY_ORDER: &str = "ORDER BY priority DESC, num";
 

@@ -76,7 +76,7 @@ mod sqlite_specifics {
         assert!(after.tasks.iter().any(|t| t.id == added[4]));
         let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
         let plan: Vec<String> = raw
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", daicho_sqlite::READY_COUNT_SQL))
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", daicho_sqlite::ready_count_sql()))
             .unwrap()
             .query_map([0i64], |r| r.get::<_, String>(3))
             .unwrap()
