@@ -205,9 +205,7 @@ impl SqliteStore {
 
     /// The ledger's write-ahead log.
     fn wal_path(&self) -> PathBuf {
-        let mut name = self.inner.path.as_os_str().to_owned();
-        name.push("-wal");
-        PathBuf::from(name)
+        wal_of(&self.inner.path)
     }
 
     /// Runs `f` in one read transaction (a consistent snapshot).
@@ -265,6 +263,10 @@ fn open_connection(path: &Path, options: &SqliteOptions, immutable: bool) -> Res
     }
     let flags =
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    // A ledger or WAL this connection creates is a new directory entry, which must be durable
+    // before the first commit in it is answered (see `sync_new_entries`).
+    let wal = wal_of(path);
+    let creates = !path.exists() || !wal.exists();
     let conn = Connection::open_with_flags(path, flags).map_err(cannot_open)?;
     conn.busy_timeout(options.busy_timeout).map_err(backend)?;
     let mode: String =
@@ -290,7 +292,41 @@ fn open_connection(path: &Path, options: &SqliteOptions, immutable: bool) -> Res
     // is checkpointed at its size limit (above) by whichever process commits then.
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
         .map_err(backend)?;
+    if creates {
+        sync_new_entries(&conn, path, &wal)?;
+    }
     Ok(conn)
+}
+
+/// Makes the directory entries of a ledger file and WAL that `conn` has just created durable.
+///
+/// SQLite is built without its own directory sync (`SQLITE_DISABLE_DIRSYNC`,
+/// `.cargo/config.toml`): it opens the WAL with `O_CREAT` in every process, so it synced the
+/// directory at each process's first commit whether or not the file was new — a second fsync
+/// for every one-shot `add` or `set` (I5). Here the directory is synced only when the file or
+/// its WAL did not exist before this connection, once the WAL exists (a read creates it; on a
+/// new file the `journal_mode` switch wrote only the header) and before any commit in it.
+fn sync_new_entries(conn: &Connection, path: &Path, wal: &Path) -> Result<()> {
+    conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(())).map_err(backend)?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let synced = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    synced.map_err(|e| {
+        StoreError::backend_from(format_args!("cannot sync the directory {}", dir.display()), e)
+    })?;
+    if !wal.exists() {
+        return Err(StoreError::backend(format!("SQLite created no WAL beside {}", path.display())));
+    }
+    Ok(())
+}
+
+/// The write-ahead log beside the ledger file at `path`.
+fn wal_of(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-wal");
+    PathBuf::from(name)
 }
 
 /// A write-ahead log larger than this is checkpointed and truncated by the write that grew it.

@@ -86,6 +86,52 @@ mod sqlite_specifics {
         assert!(plan.contains("task_not_due") && !plan.contains("SCAN task"), "{plan}");
     }
 
+    /// I5: SQLite is built without its own directory sync (`.cargo/config.toml`), which daicho
+    /// does itself when it creates the ledger or its WAL: without the flag every one-shot change
+    /// pays a second fsync (the binary's strace test counts them).
+    #[test]
+    fn i5_sqlite_is_built_without_its_own_directory_sync() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let options: Vec<String> = conn
+            .prepare("PRAGMA compile_options")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(options.iter().any(|o| o == "DISABLE_DIRSYNC"), "{options:?}");
+    }
+
+    /// I5: opening a ledger whose WAL is gone (another tool checkpointed it away on close)
+    /// creates the WAL again, and a write in it commits and reads back after a reopen.
+    #[tokio::test]
+    async fn i5_a_ledger_whose_wal_was_removed_gets_it_back() {
+        let backend = SqliteBackend::temp();
+        let path = backend.dir.path().join("ledger.db");
+        let store = backend.open().await;
+        store
+            .upsert(daicho_store::contract::thirty_rows_some_waiting(jiff::Timestamp::UNIX_EPOCH))
+            .await
+            .unwrap();
+        drop(store);
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        raw.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
+        drop(raw);
+        let wal = backend.dir.path().join("ledger.db-wal");
+        assert!(!wal.exists(), "the last connection without NO_CKPT_ON_CLOSE removes the WAL");
+        let store = backend.open().await;
+        assert!(wal.exists(), "opened again, the WAL is there before any commit");
+        let edit = daicho_core::edit::TaskEdit { title: Some("again".into()), ..Default::default() };
+        let id = daicho_core::TaskId::new(1);
+        store
+            .edit(id, edit, daicho_core::Actor::Human("ana".into()), jiff::Timestamp::UNIX_EPOCH)
+            .await
+            .unwrap();
+        drop(store);
+        let store = backend.open().await;
+        assert_eq!(store.get(id).await.unwrap().unwrap().title, "again");
+    }
+
     #[tokio::test]
     async fn the_ledger_uses_wal_and_survives_reopen_with_unmet_counts() {
         let backend = SqliteBackend::temp();

@@ -469,25 +469,65 @@ fn s14_a_worker_waiting_for_its_database_stops_at_sigterm() {
     assert!(stopped, "the worker went on retrying after SIGTERM");
 }
 
-/// I5 (issue 17): a one-shot change costs the fsync of its commit and no checkpoint: `add` and
-/// `set` no longer checkpoint the WAL into the database file and remove it when they close
-/// (three more fsyncs each). Counted with strace; what remains besides the commit is SQLite's
-/// sync of the directory the WAL is in, once per process.
+/// The fsync and fdatasync calls of a trace.
+fn syncs(calls: &[String]) -> Vec<&String> {
+    calls.iter().filter(|l| l.contains("fsync(") || l.contains("fdatasync(")).collect()
+}
+
+/// I5 (issue 17): a one-shot change costs exactly the fsync of its commit: `add` and `set` do not
+/// checkpoint the WAL into the database file and remove it when they close (three more fsyncs
+/// each), nor sync the ledger's directory, whose entries are already there (SQLite did, once per
+/// process). Counted with strace.
 #[test]
-fn i5_add_and_set_sync_their_commit_and_do_not_checkpoint_on_close() {
+fn i5_add_and_set_sync_their_commit_once_and_do_not_checkpoint_on_close() {
     let ledger = Ledger::new();
     ledger.run(&["add", "first"]).ok();
     for args in [&["add", "second", "--deps", "T-0001"][..], &["set", "T-0001", "--status", "done"]] {
         let (output, calls) = ledger.traced("fsync,fdatasync", args);
         assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-        let syncs: Vec<&String> =
-            calls.iter().filter(|l| l.contains("fsync(") || l.contains("fdatasync(")).collect();
-        assert!(syncs.len() <= 2, "{args:?}: {} syncs:\n{calls:#?}", syncs.len());
+        let syncs = syncs(&calls);
+        assert_eq!(syncs.len(), 1, "{args:?}: {} syncs:\n{calls:#?}", syncs.len());
+        assert!(syncs[0].contains("ledger.db-wal"), "{args:?}: the commit syncs the WAL: {syncs:?}");
         assert!(
             ledger.dir.path().join(".daicho/ledger.db-wal").exists(),
             "{args:?}: the WAL was checkpointed away"
         );
     }
+}
+
+/// I5, D3: the entries a commit depends on are durable before it is answered: `init` of a new
+/// ledger, and the first change after another tool removed the WAL (a `sqlite3` shell that
+/// checkpoints on close), sync the ledger's directory before the WAL's commit.
+#[test]
+fn i5_a_new_ledger_or_wal_syncs_its_directory_before_the_commit() {
+    let ledger = Ledger::uninitialized();
+    let dir = ledger.dir.path().join(".daicho");
+    let dir_syncs = |calls: &[String]| {
+        let name = format!("<{}>)", dir.display());
+        syncs(calls).iter().filter(|l| l.contains(&name)).count()
+    };
+    let (output, calls) = ledger.traced("fsync,fdatasync", &["init"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(dir_syncs(&calls) >= 1, "init syncs the new ledger's directory:\n{calls:#?}");
+    ledger.run(&["add", "first"]).ok();
+    let db = dir.join("ledger.db");
+    // Python's sqlite3 checkpoints on close and, as the last connection, removes the WAL.
+    let closed = std::process::Command::new("python3")
+        .args(["-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM sqlite_schema').fetchall(); c.close()"])
+        .arg(&db)
+        .status()
+        .expect("python3 opens the ledger");
+    assert!(closed.success());
+    assert!(!dir.join("ledger.db-wal").exists(), "the WAL is gone");
+    let (output, calls) = ledger.traced("fsync,fdatasync", &["add", "second"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let syncs = syncs(&calls);
+    let dir_at = syncs.iter().position(|l| l.contains(&format!("<{}>)", dir.display())));
+    let wal_at = syncs.iter().position(|l| l.contains("ledger.db-wal"));
+    assert!(
+        matches!((dir_at, wal_at), (Some(d), Some(w)) if d < w),
+        "the directory is synced before the commit in the new WAL:\n{calls:#?}"
+    );
 }
 
 /// I5 (issue 17, item 1): `ready` without any daily cap configured reads no time zone (jiff

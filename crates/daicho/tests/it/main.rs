@@ -110,15 +110,16 @@ impl Ledger {
         Run::from(self.command(args).output().expect("daicho runs"))
     }
 
-    /// Runs `daicho ARGS` as [`Ledger::command`] would, under `strace -f -e trace=SYSCALLS`
-    /// (Debian package strace); returns what it printed and the lines of the trace.
+    /// Runs `daicho ARGS` as [`Ledger::command`] would, under `strace -f -y -e trace=SYSCALLS`
+    /// (Debian package strace; `-y` names each file descriptor's path); returns what it printed
+    /// and the lines of the trace.
     pub fn traced(&self, syscalls: &str, args: &[&str]) -> (Output, Vec<String>) {
         let trace = self.dir.path().join("trace.txt");
         let daicho = self.command(args);
         let env: Vec<_> =
             daicho.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))).collect();
         let output = Command::new("strace")
-            .args(["-f", "-e", &format!("trace={syscalls}"), "-o"])
+            .args(["-f", "-y", "-e", &format!("trace={syscalls}"), "-o"])
             .arg(&trace)
             .arg(daicho.get_program())
             .args(daicho.get_args())
