@@ -303,15 +303,22 @@ async fn seed_items<S: daicho_store::Store>(store: &S, items: Vec<daicho_core::I
 struct WorkFigures {
     took: Duration,
     tasks: usize,
-    /// Claim and finish commits made by the workers.
+    /// Commits made by the workers: the stores' own count where they keep one (SQLite, where a
+    /// claim and the ends recorded with it share a commit), else their claim and finish writes.
     commits: usize,
 }
 
 /// Seeds `n` independent ready tasks (in commits of 10,000), then runs `workers` real worker
 /// loops (`Engine::work_with`, the loop of `daicho worker`), each with `slots` runs at once and
 /// a trivial in-process executor, until the queue is empty. `open` gives each worker its own
-/// store, as a separate process would have.
-async fn work_run<S, F, Fut>(open: F, n: usize, workers: usize, slots: usize) -> WorkFigures
+/// store, as a separate process would have; `commits` reads a store's own commit count, if any.
+async fn work_run<S, F, Fut>(
+    open: F,
+    commits: fn(&S) -> Option<u64>,
+    n: usize,
+    workers: usize,
+    slots: usize,
+) -> WorkFigures
 where
     S: daicho_store::Store + 'static,
     F: Fn() -> Fut,
@@ -337,11 +344,13 @@ where
         "bench.toml",
     )
     .expect("bench config");
-    let mut engines = Vec::new();
+    let (mut engines, mut stores) = (Vec::new(), Vec::new());
     for w in 0..workers {
         let store = Arc::new(open().await);
+        stores.push(Arc::clone(&store));
         engines.push(Arc::new(Engine::new(store, config.clone(), None).with_worker(&format!("bench-{w}"))));
     }
+    let before: Option<u64> = stores.iter().map(|s| commits(s)).sum();
     let started = Instant::now();
     let mut handles = Vec::new();
     for engine in engines {
@@ -359,14 +368,19 @@ where
             engine.work_with(options, std::future::pending(), runner).await.expect("work")
         }));
     }
-    let mut tasks = 0;
-    let mut commits = 0;
+    let (mut tasks, mut writes) = (0, 0);
     for h in handles {
         let totals = h.await.expect("worker");
         tasks += totals.ran;
-        commits += totals.claim_commits + totals.finish_commits;
+        writes += totals.claim_commits + totals.finish_commits;
     }
-    WorkFigures { took: started.elapsed(), tasks, commits }
+    let took = started.elapsed();
+    let after: Option<u64> = stores.iter().map(|s| commits(s)).sum();
+    let commits = match (before, after) {
+        (Some(before), Some(after)) => (after - before) as usize,
+        _ => writes,
+    };
+    WorkFigures { took, tasks, commits }
 }
 
 /// One line of claim figures. `syncs` is the number of durable flushes the server made (WAL
@@ -389,7 +403,7 @@ fn report_work(backend: &str, workers: usize, slots: usize, f: &WorkFigures, syn
         tasks_per_s / fsync,
         f.commits,
         f.commits as f64 / secs,
-        2.0 * f.tasks as f64 / f.commits.max(1) as f64,
+        f.tasks as f64 / f.commits.max(1) as f64,
     );
 }
 
@@ -430,11 +444,21 @@ fn bench_claims() {
         let db = dir.join(format!("claims-{workers}-{slots}.db"));
         let figures = runtime.block_on(work_run(
             || async { SqliteStore::open(&db, SqliteOptions::default()).await.expect("open") },
+            |s| Some(s.commits()),
             n,
             workers,
             slots,
         ));
         report_work("sqlite", workers, slots, &figures, None, raw);
+        if (workers, slots) == (1, 1) {
+            let (tasks_per_s, commits_per_s) = (figures.tasks as f64, figures.commits as f64);
+            let secs = figures.took.as_secs_f64();
+            println!(
+                "claims [sqlite]: 1 x 1 makes {:.2}x the minimal durable commit rate in commits/s",
+                commits_per_s / secs / limit
+            );
+            huey_drain(n.min(20_000), &dir, tasks_per_s / secs);
+        }
     }
     let latency = runtime.block_on(async {
         let store = SqliteStore::open(dir.join("latency.db"), SqliteOptions::default()).await.expect("open");
@@ -442,6 +466,26 @@ fn bench_claims() {
     });
     println!("ready [sqlite]: in-process on 100,000 ready tasks: median {} of 30", ms(latency));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The peer beside the unbatched figure: huey's durable drain rate on SQLite, one worker, on the
+/// same disk in the same run (`scripts/peers/huey_drain.py`; needs `pip install huey==3.5.4`).
+fn huey_drain(n: usize, dir: &Path, daicho_tasks_per_s: f64) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/peers/huey_drain.py");
+    let out =
+        Command::new("python3").arg(&script).arg(n.to_string()).arg(dir).stderr(Stdio::inherit()).output();
+    let figures: Option<serde_json::Value> = out.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok());
+    match figures.as_ref().and_then(|f| Some((f["tasks_per_s"].as_f64()?, f["huey"].as_str()?))) {
+        Some((rate, version)) => println!(
+            "peer: huey {version} drains {n} tasks at {rate:.0} tasks/s (SQLite, WAL, fsync=True, one worker); \
+             daicho 1 x 1 is {:.2}x that",
+            daicho_tasks_per_s / rate
+        ),
+        None => println!(
+            "peer: huey not measured: {}",
+            figures.map_or("python3 did not run".into(), |f| f.to_string())
+        ),
+    }
 }
 
 /// The worker shapes measured: (workers, slots each). One slot each is unbatched work (one task
@@ -502,7 +546,7 @@ fn bench_postgres() {
             client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create");
             let url = format!("{base}/{name}");
             let before = wal_syncs(&client).await;
-            let figures = work_run(|| async { PgStore::open(&url).await.expect("open") }, n, workers, slots).await;
+            let figures = work_run(|| async { PgStore::open(&url).await.expect("open") }, |_| None, n, workers, slots).await;
             // The seeding's syncs are few (2 commits); they are counted in, to err on the low side.
             let syncs = wal_syncs(&client).await - before;
             report_work("postgres", workers, slots, &figures, Some(syncs), raw);

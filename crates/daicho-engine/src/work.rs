@@ -44,9 +44,10 @@ pub struct WorkTotals {
     pub lost_counted: usize,
     /// External tasks put in the approval queue.
     pub queued: usize,
-    /// Claim commits made (each for one or more tasks).
+    /// Claim writes made (each for one or more tasks). On SQLite a claim write and the finish
+    /// write issued with it share one commit.
     pub claim_commits: usize,
-    /// Finish commits made (each for one or more runs).
+    /// Finish writes made (each for one or more runs).
     pub finish_commits: usize,
 }
 
@@ -173,28 +174,11 @@ impl<S: Store + 'static> Engine<S> {
                         Ok(None) | Err(_) => break,
                     }
                 }
-                let reports = store!(self.record(ended.clone()).await);
-                ended.clear();
-                unwritten |= !reports.is_empty();
-                totals.finish_commits += 1;
-                for report in &reports {
-                    totals.count(report);
-                    if matches!(report.result, RunResult::Failure | RunResult::Timeout) {
-                        failed_here.insert(report.id, Instant::now());
-                    }
-                }
-                failed_here.retain(|_, at| at.elapsed() < RETRY_AFTER);
             }
             let draining = self.stop_level() >= Stop::Drain;
-            if draining && running.is_empty() {
-                if unwritten {
-                    self.write_back_sources().await;
-                }
-                return Ok(totals);
-            }
             let free = if draining { 0 } else { slots - running.len() };
             let mut claimed = 0;
-            let mut requested = 0;
+            let mut requests = Vec::new();
             // The ledger's kill switch is checked by the claim itself (in its one statement);
             // the `PAUSED` file here.
             if free > 0 && self.pause_file_reason().is_none() {
@@ -216,10 +200,39 @@ impl<S: Store + 'static> Engine<S> {
                 // point of this worker's own, so that workers stop racing for the same head.
                 let spread = (contended > 0).then(|| spread_seed(&self.worker, looks));
                 looks += 1;
-                let requests = store!(self.plan_claims(free, &failed_here, spread).await);
-                requested = requests.len();
-                if !requests.is_empty() {
-                    let outcomes = store!(self.store.claim_many(requests.clone()).await);
+                requests = store!(self.plan_claims(free, &failed_here, spread).await);
+            }
+            let mut requested = requests.len();
+            // The runs that ended and the next claims go to the ledger together: on SQLite they
+            // share one commit (the group commit takes writes that arrive together), so one slot
+            // costs one commit per task, not two. Each claim is still committed before its run
+            // starts (S1); the ends are recorded whatever the claims meet, and the other way round.
+            let recording = !ended.is_empty();
+            let record = async { if recording { Some(self.record(ended.clone()).await) } else { None } };
+            let claim = async {
+                if requests.is_empty() { None } else { Some(self.store.claim_many(requests.clone()).await) }
+            };
+            let (recorded, claims) = tokio::join!(record, claim);
+            let mut retry = Ok(());
+            match recorded {
+                Some(Ok(reports)) => {
+                    ended.clear();
+                    unwritten |= !reports.is_empty();
+                    totals.finish_commits += 1;
+                    for report in &reports {
+                        totals.count(report);
+                        if matches!(report.result, RunResult::Failure | RunResult::Timeout) {
+                            failed_here.insert(report.id, Instant::now());
+                        }
+                    }
+                    failed_here.retain(|_, at| at.elapsed() < RETRY_AFTER);
+                }
+                // Not recorded: kept in `ended` for the next turn (after the claims' runs start).
+                Some(Err(e)) => retry = Err(e),
+                None => {}
+            }
+            match claims {
+                Some(Ok(outcomes)) => {
                     totals.claim_commits += 1;
                     for (outcome, request) in outcomes.into_iter().zip(&requests) {
                         let task = match outcome {
@@ -237,11 +250,22 @@ impl<S: Store + 'static> Engine<S> {
                         claimed += 1;
                     }
                 }
+                Some(Err(e)) => retry = retry.and(Err(e)),
+                None => {}
+            }
+            store!(retry);
+            if draining && running.is_empty() {
+                if unwritten {
+                    self.write_back_sources().await;
+                }
+                return Ok(totals);
             }
             backoff = Duration::ZERO;
             // Some claims lost to other workers: the next look spreads out.
             contended = if claimed < requested { contended + 1 } else { 0 };
-            if claimed > 0 || (1..=3).contains(&contended) {
+            // Rows the ends just released (dependents) were not ready when the claims were
+            // planned: look again at once.
+            if claimed > 0 || recording || (1..=3).contains(&contended) {
                 continue;
             }
             if running.is_empty() && requested == 0 && unwritten {

@@ -97,6 +97,35 @@ async fn i5_a_worker_batches_claims_and_ends_and_runs_each_task_once() {
     );
 }
 
+/// I5, S1: with one slot, each run's end and the next claim go to the ledger together and share
+/// one commit (SQLite's group commit), so a task costs one commit, not two; each task still runs
+/// once, and only after its claim is committed (its row reads `running` when the run starts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i5_s1_one_slot_records_each_end_with_the_next_claim_in_one_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ledger(&dir).await;
+    push(&store, (0..40).map(|i| item(&format!("job {i}"), "work")).collect()).await;
+    let engine =
+        Arc::new(Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None));
+    let before = store.commits();
+    let seen = Arc::clone(&store);
+    let runner = move |ctx: daicho_engine::executor::RunContext, _action| {
+        let store = Arc::clone(&seen);
+        async move {
+            let row = store.get(ctx.task.id).await.expect("read").expect("the row");
+            assert_eq!(row.status, Status::Running, "S1: the claim is committed before the run");
+            succeed()
+        }
+    };
+    let options = WorkOptions { slots: 1, poll: Duration::from_secs(10), once: true };
+    let totals = engine.work_with(options, std::future::pending(), runner).await.expect("work");
+    assert_eq!(totals.ran, 40, "{totals:?}");
+    let commits = store.commits() - before;
+    assert!(commits <= 45, "{commits} commits for 40 tasks: an end and the next claim commit apart");
+    let rows = store.list(ListFilter::default()).await.expect("list");
+    assert!(rows.iter().all(|t| t.status == Status::Done && t.attempt == 1), "each ran once, done");
+}
+
 /// S8, S2, S3: a paused ledger runs nothing; an external task is queued for approval, never run;
 /// a failing run counts one failure per attempt and parks the task at the cap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,6 +88,26 @@ struct Inner {
     writes: commit::Queue,
 }
 
+/// Starts the leader of the queued writes on a blocking thread when dropped ([`commit`]).
+struct Leader(Option<(tokio::runtime::Handle, Arc<Inner>)>);
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        let Some((runtime, inner)) = self.0.take() else { return };
+        runtime.spawn_blocking(move || {
+            let idle = inner.idle.lock().ok().and_then(|mut idle| idle.pop());
+            let connect = || open_connection(&inner.path, &inner.options, inner.immutable);
+            let (busy_timeout, wal) = (inner.options.busy_timeout, wal_of(&inner.path));
+            let conn = inner.writes.lead(idle, connect, |c| truncate_a_large_wal(c, &wal, busy_timeout));
+            if let Some(conn) = conn.filter(Connection::is_autocommit)
+                && let Ok(mut idle) = inner.idle.lock()
+            {
+                idle.push(conn);
+            }
+        });
+    }
+}
+
 /// Wraps a SQLite error as a store error.
 pub(crate) fn backend(error: rusqlite::Error) -> StoreError {
     match &error {
@@ -170,19 +190,13 @@ impl SqliteStore {
         let (sender, mut answer) = tokio::sync::oneshot::channel();
         let claim = Arc::new(commit::Claim::default());
         if self.inner.writes.push(Box::new(commit::Pending::new(f, sender, alone, Arc::clone(&claim)))) {
-            let inner = Arc::clone(&self.inner);
-            let wal = self.wal_path();
-            tokio::task::spawn_blocking(move || {
-                let idle = inner.idle.lock().ok().and_then(|mut idle| idle.pop());
-                let connect = || open_connection(&inner.path, &inner.options, inner.immutable);
-                let busy_timeout = inner.options.busy_timeout;
-                let conn = inner.writes.lead(idle, connect, |c| truncate_a_large_wal(c, &wal, busy_timeout));
-                if let Some(conn) = conn.filter(Connection::is_autocommit)
-                    && let Ok(mut idle) = inner.idle.lock()
-                {
-                    idle.push(conn);
-                }
-            });
+            // Writes issued together with this one (futures joined: a worker's run ends and its
+            // next claims) reach the queue during one yield and share this commit. The leader
+            // starts after the yield, or when this write is dropped during it, so a write
+            // cancelled meanwhile never leaves the queue without one.
+            let leader = Leader(Some((tokio::runtime::Handle::current(), Arc::clone(&self.inner))));
+            tokio::task::yield_now().await;
+            drop(leader);
         }
         let stopped = |_| StoreError::backend("the ledger's writer stopped before answering this write");
         let busy_timeout = self.inner.options.busy_timeout;
@@ -201,11 +215,6 @@ impl SqliteStore {
     /// one).
     pub fn commits(&self) -> u64 {
         self.inner.writes.commits()
-    }
-
-    /// The ledger's write-ahead log.
-    fn wal_path(&self) -> PathBuf {
-        wal_of(&self.inner.path)
     }
 
     /// Runs `f` in one read transaction (a consistent snapshot).
@@ -259,6 +268,7 @@ fn open_connection(path: &Path, options: &SqliteOptions, immutable: bool) -> Res
         };
         let conn = conn.map_err(cannot_open)?;
         conn.busy_timeout(options.busy_timeout).map_err(backend)?;
+        stable_plans(&conn)?;
         return Ok(conn);
     }
     let flags =
@@ -269,6 +279,7 @@ fn open_connection(path: &Path, options: &SqliteOptions, immutable: bool) -> Res
     let creates = !path.exists() || !wal.exists();
     let conn = Connection::open_with_flags(path, flags).map_err(cannot_open)?;
     conn.busy_timeout(options.busy_timeout).map_err(backend)?;
+    stable_plans(&conn)?;
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(backend)?;
     if !mode.eq_ignore_ascii_case("wal") {
@@ -296,6 +307,18 @@ fn open_connection(path: &Path, options: &SqliteOptions, immutable: bool) -> Res
         sync_new_entries(&conn, path, &wal)?;
     }
     Ok(conn)
+}
+
+/// Plans that do not depend on the values bound (`SQLITE_DBCONFIG_ENABLE_QPSG`), so a cached
+/// statement runs as prepared (I5). Without it SQLite compares a bound value with the literals
+/// of each partial index's condition while planning (`status = ?` against `task_view`'s
+/// `status IN (…)`, say), marks the parameter as one the plan depends on, and prepares the
+/// statement again at every step after a new binding: a claim and a finish re-parsed several
+/// statements each. daicho's partial indexes are chosen by literal conditions, never by a bound
+/// value.
+fn stable_plans(conn: &Connection) -> Result<()> {
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map_err(backend)?;
+    Ok(())
 }
 
 /// Makes the directory entries of a ledger file and WAL that `conn` has just created durable.
