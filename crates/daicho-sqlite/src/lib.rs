@@ -59,6 +59,11 @@ pub struct SqliteOptions {
     /// Open for reading only: nothing is created, migrated or written, so a ledger in a
     /// read-only place (a read-only mount, a directory one may not write) can still be read.
     pub read_only: bool,
+    /// Run SQLite on the calling thread instead of tokio's blocking threads: for a one-shot
+    /// command that is synchronous at heart (`add`, `ready`, `show`, …), so no thread is started
+    /// and no call is handed over (I5). Never for a process that does other work meanwhile
+    /// (executors, timers, a server): a call blocks its thread while it waits for the lock.
+    pub inline: bool,
 }
 
 impl Default for SqliteOptions {
@@ -67,6 +72,7 @@ impl Default for SqliteOptions {
             durability: Durability::Full,
             busy_timeout: Duration::from_secs(10),
             read_only: false,
+            inline: false,
         }
     }
 }
@@ -94,17 +100,20 @@ struct Leader(Option<(tokio::runtime::Handle, Arc<Inner>)>);
 impl Drop for Leader {
     fn drop(&mut self) {
         let Some((runtime, inner)) = self.0.take() else { return };
-        runtime.spawn_blocking(move || {
-            let idle = inner.idle.lock().ok().and_then(|mut idle| idle.pop());
-            let connect = || open_connection(&inner.path, &inner.options, inner.immutable);
-            let (busy_timeout, wal) = (inner.options.busy_timeout, wal_of(&inner.path));
-            let conn = inner.writes.lead(idle, connect, |c| truncate_a_large_wal(c, &wal, busy_timeout));
-            if let Some(conn) = conn.filter(Connection::is_autocommit)
-                && let Ok(mut idle) = inner.idle.lock()
-            {
-                idle.push(conn);
-            }
-        });
+        runtime.spawn_blocking(move || lead(&inner));
+    }
+}
+
+/// Drains the queued writes on a pooled connection ([`commit::Queue::lead`]), on this thread.
+fn lead(inner: &Inner) {
+    let idle = inner.idle.lock().ok().and_then(|mut idle| idle.pop());
+    let connect = || open_connection(&inner.path, &inner.options, inner.immutable);
+    let (busy_timeout, wal) = (inner.options.busy_timeout, wal_of(&inner.path));
+    let conn = inner.writes.lead(idle, connect, |c| truncate_a_large_wal(c, &wal, busy_timeout));
+    if let Some(conn) = conn.filter(Connection::is_autocommit)
+        && let Ok(mut idle) = inner.idle.lock()
+    {
+        idle.push(conn);
     }
 }
 
@@ -189,7 +198,11 @@ impl SqliteStore {
     {
         let (sender, mut answer) = tokio::sync::oneshot::channel();
         let claim = Arc::new(commit::Claim::default());
-        if self.inner.writes.push(Box::new(commit::Pending::new(f, sender, alone, Arc::clone(&claim)))) {
+        let must_lead =
+            self.inner.writes.push(Box::new(commit::Pending::new(f, sender, alone, Arc::clone(&claim))));
+        if must_lead && self.inner.options.inline {
+            lead(&self.inner);
+        } else if must_lead {
             // Writes issued together with this one (futures joined: a worker's run ends and its
             // next claims) reach the queue during one yield and share this commit. The leader
             // starts after the yield, or when this write is dropped during it, so a write
@@ -237,7 +250,7 @@ impl SqliteStore {
         F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || {
+        let call = move || {
             let taken = inner.idle.lock().map_err(|_| StoreError::backend("connection pool poisoned"))?.pop();
             let mut conn = match taken {
                 Some(conn) => conn,
@@ -250,9 +263,13 @@ impl SqliteStore {
                 idle.push(conn);
             }
             result
-        })
-        .await
-        .map_err(|e| StoreError::backend_from("database task failed", e))?
+        };
+        if self.inner.options.inline {
+            return call();
+        }
+        tokio::task::spawn_blocking(call)
+            .await
+            .map_err(|e| StoreError::backend_from("database task failed", e))?
     }
 }
 

@@ -62,8 +62,9 @@ pub fn display(path: &Path) -> String {
 /// Opens an existing ledger; a missing SQLite file is an error that says how to create it. A
 /// PostgreSQL database is migrated if needed. `read_only` (the commands that only read) writes
 /// nothing: a SQLite file in a read-only place, or a PostgreSQL ledger through a role that may
-/// only read, can still be read (the schema version is checked, not migrated).
-pub async fn open(path: &Path, read_only: bool) -> anyhow::Result<AnyStore> {
+/// only read, can still be read (the schema version is checked, not migrated). `inline` (the
+/// one-shot commands that run no executor) runs SQLite on the command's own thread.
+pub async fn open(path: &Path, read_only: bool, inline: bool) -> anyhow::Result<AnyStore> {
     if let Some(url) = postgres_url(path) {
         let store = if read_only { PgStore::open_read_only(&url).await } else { PgStore::open(&url).await };
         let store = store.with_context(|| format!("cannot open the ledger {}", display(path)))?;
@@ -77,7 +78,7 @@ pub async fn open(path: &Path, read_only: bool) -> anyhow::Result<AnyStore> {
         }
         Ok(_) => {}
     }
-    let store = SqliteStore::open(path, SqliteOptions { read_only, ..SqliteOptions::default() })
+    let store = SqliteStore::open(path, SqliteOptions { read_only, inline, ..SqliteOptions::default() })
         .await
         .with_context(|| format!("cannot open the ledger {}", path.display()))?;
     Ok(AnyStore::Sqlite(store))

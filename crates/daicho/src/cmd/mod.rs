@@ -49,6 +49,9 @@ pub struct Context {
     pub config: Option<PathBuf>,
     /// `--grace`: how long runs under way may finish after an operator's stop.
     pub grace: std::time::Duration,
+    /// A one-shot command that runs no executor, source command or server: SQLite runs on its
+    /// own thread, with no hand-off to a blocking thread per call (I5).
+    pub inline: bool,
 }
 
 impl Context {
@@ -59,13 +62,13 @@ impl Context {
 
     /// Opens the ledger.
     pub async fn store(&self) -> anyhow::Result<AnyStore> {
-        crate::ledger::open(&self.db, false).await
+        crate::ledger::open(&self.db, false, self.inline).await
     }
 
     /// Opens the ledger for a command that only reads it: nothing is written, so a ledger in a
     /// read-only place can still be listed, shown and exported.
     pub async fn reader(&self) -> anyhow::Result<AnyStore> {
-        crate::ledger::open(&self.db, true).await
+        crate::ledger::open(&self.db, true, self.inline).await
     }
 
     /// Prints a result: `json` with `--json`, else `text`.
@@ -189,6 +192,31 @@ pub fn duration(text: &str) -> Result<std::time::Duration, String> {
     std::time::Duration::try_from(parsed).map_err(|_| format!("'{text}' must not be negative"))
 }
 
+/// Whether `command` is synchronous at heart: it reads or writes the ledger and prints, and runs
+/// no executor, source command, timer or server meanwhile (those keep SQLite off their thread).
+fn synchronous(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Add(_)
+            | Command::Push(_)
+            | Command::Ready(_)
+            | Command::List(_)
+            | Command::Show(_)
+            | Command::Set(_)
+            | Command::Log(_)
+            | Command::Import(_)
+            | Command::Doctor(_)
+            | Command::PurgeSource(_)
+            | Command::Restore(_)
+            | Command::Export(_)
+            | Command::Graph(_)
+            | Command::Approve(_)
+            | Command::Pause(_)
+            | Command::Resume(_)
+            | Command::Stats(_)
+    )
+}
+
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let ctx = Context {
@@ -200,6 +228,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|_| "local".to_owned()),
         config: cli.config.clone(),
         grace: cli.grace,
+        inline: synchronous(&cli.command),
     };
     // A configuration named (`--config`, DAICHO_CONFIG) must exist and be valid for every
     // command, also those that do not use it, so a typo is never silently ignored; `init`

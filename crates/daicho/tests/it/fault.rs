@@ -530,6 +530,25 @@ fn i5_a_new_ledger_or_wal_syncs_its_directory_before_the_commit() {
     );
 }
 
+/// I5 (issue 17, item 1): a one-shot command that is synchronous at heart runs SQLite on its own
+/// thread: `add`, `set`, `ready` and `show` start no thread (each started one of tokio's
+/// blocking threads and handed every call to it), and still do their work.
+#[test]
+fn i5_one_shot_commands_start_no_thread() {
+    let ledger = Ledger::new();
+    ledger.run(&["add", "first", "--tag", "ai"]).ok();
+    let commands: [&[&str]; 4] =
+        [&["add", "second"], &["set", "T-0002", "--status", "done"], &["ready"], &["show", "T-0002"]];
+    for args in commands {
+        let (output, calls) = ledger.traced("clone,clone3", args);
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        let threads: Vec<&String> = calls.iter().filter(|l| l.contains("clone")).collect();
+        assert!(threads.is_empty(), "{args:?} started threads: {threads:#?}");
+    }
+    assert!(ledger.run(&["show", "T-0002"]).ok().stdout.contains("done"));
+    assert!(ledger.run(&["ready"]).ok().stdout.contains("first"));
+}
+
 /// I5 (issue 17, item 1): `ready` without any daily cap configured reads no time zone (jiff
 /// walks /usr/share/zoneinfo to name the local zone) and counts no runs; with a cap it does.
 #[test]
