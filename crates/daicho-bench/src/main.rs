@@ -451,13 +451,13 @@ fn bench_claims() {
         ));
         report_work("sqlite", workers, slots, &figures, None, raw);
         if (workers, slots) == (1, 1) {
-            let (tasks_per_s, commits_per_s) = (figures.tasks as f64, figures.commits as f64);
             let secs = figures.took.as_secs_f64();
+            let (tasks_per_s, commits_per_s) = (figures.tasks as f64 / secs, figures.commits as f64 / secs);
             println!(
                 "claims [sqlite]: 1 x 1 makes {:.2}x the minimal durable commit rate in commits/s",
-                commits_per_s / secs / limit
+                commits_per_s / limit
             );
-            huey_drain(n.min(20_000), &dir, tasks_per_s / secs);
+            huey_drain(n.min(20_000), &dir, tasks_per_s);
         }
     }
     let latency = runtime.block_on(async {
