@@ -306,6 +306,17 @@ struct WorkFigures {
     /// Commits made by the workers: the stores' own count where they keep one (SQLite, where a
     /// claim and the ends recorded with it share a commit), else their claim and finish writes.
     commits: usize,
+    /// CPU time of this process (every thread, user and system) during the run.
+    cpu: Option<Duration>,
+}
+
+/// CPU time this process has used so far, all threads, user and system (`/proc/self/stat`,
+/// in clock ticks of 1/100 s, the Linux default), or `None` off Linux.
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
 }
 
 /// Seeds `n` independent ready tasks (in commits of 10,000), then runs `workers` real worker
@@ -351,6 +362,7 @@ where
         engines.push(Arc::new(Engine::new(store, config.clone(), None).with_worker(&format!("bench-{w}"))));
     }
     let before: Option<u64> = stores.iter().map(|s| commits(s)).sum();
+    let cpu_before = process_cpu();
     let started = Instant::now();
     let mut handles = Vec::new();
     for engine in engines {
@@ -375,12 +387,13 @@ where
         writes += totals.claim_commits + totals.finish_commits;
     }
     let took = started.elapsed();
+    let cpu = process_cpu().zip(cpu_before).map(|(after, before)| after.saturating_sub(before));
     let after: Option<u64> = stores.iter().map(|s| commits(s)).sum();
     let commits = match (before, after) {
         (Some(before), Some(after)) => (after - before) as usize,
         _ => writes,
     };
-    WorkFigures { took, tasks, commits }
+    WorkFigures { took, tasks, commits, cpu }
 }
 
 /// One line of claim figures. `syncs` is the number of durable flushes the server made (WAL
@@ -396,8 +409,15 @@ fn report_work(backend: &str, workers: usize, slots: usize, f: &WorkFigures, syn
         ),
         None => String::new(),
     };
+    let cpu = match f.cpu {
+        Some(cpu) => format!(
+            "; CPU {:.3} ms per task (goal <= 0.25 ms)",
+            cpu.as_secs_f64() * 1000.0 / f.tasks.max(1) as f64
+        ),
+        None => String::new(),
+    };
     println!(
-        "claims [{backend}]: {workers} worker(s) x {slots} slot(s): {} tasks in {} = {tasks_per_s:.0} tasks/s ({:.2}x the fsync rate); {} commits = {:.0} commits/s ({:.1} tasks per commit){flushes}",
+        "claims [{backend}]: {workers} worker(s) x {slots} slot(s): {} tasks in {} = {tasks_per_s:.0} tasks/s ({:.2}x the fsync rate); {} commits = {:.0} commits/s ({:.1} tasks per commit){flushes}{cpu}",
         f.tasks,
         ms(f.took),
         tasks_per_s / fsync,
