@@ -148,8 +148,7 @@ fn tasks_table(
     let mut header: Vec<&str> =
         columns.iter().map(|&(i, _)| if ja { COLUMNS[i].1 } else { COLUMNS[i].0 }).collect();
     header.extend(extra.map(|(name, _)| name));
-    let mut t = table(header, DENSE);
-    for (row, task) in tasks.iter().enumerate() {
+    let rows = tasks.iter().enumerate().map(|(row, task)| {
         let cells = csv::cells(task, ja);
         let mut shown: Vec<String> = columns
             .iter()
@@ -160,9 +159,68 @@ fn tasks_table(
             })
             .collect();
         shown.extend(extra.and_then(|(_, values)| values.get(row).cloned()));
-        t.add_row(shown);
+        shown
+    });
+    // A terminal may be too narrow: comfy-table wraps the cells to fit it. Elsewhere (a pipe, a
+    // file) the same layout is written directly, without comfy-table's bookkeeping per cell.
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        let mut t = table(header, DENSE);
+        t.add_rows(rows);
+        t.to_string()
+    } else {
+        dense(&header, &rows.collect::<Vec<_>>())
     }
-    t.to_string()
+}
+
+/// The [`DENSE`] table as comfy-table lays it out when it need not fit a terminal, byte for byte
+/// (a test compares them): each column as wide as its widest line (display width; at least
+/// one), a space of padding on each side, a space between columns, a line of `─` under the
+/// header, a cell's lines one under the other, missing lines and cells as spaces.
+fn dense(header: &[&str], rows: &[Vec<String>]) -> String {
+    use unicode_width::UnicodeWidthStr as _;
+    let columns = rows.iter().map(Vec::len).fold(header.len(), usize::max);
+    // comfy-table gives an empty column one space of content.
+    let mut widths = vec![1; columns];
+    let mut measure = |cells: &mut dyn Iterator<Item = &str>| {
+        for (width, cell) in widths.iter_mut().zip(cells) {
+            *width = cell.split('\n').map(|line| line.width()).fold(*width, usize::max);
+        }
+    };
+    measure(&mut header.iter().copied());
+    for row in rows {
+        measure(&mut row.iter().map(String::as_str));
+    }
+    let mut out = String::new();
+    let push_row = |out: &mut String, cells: &[&str]| {
+        let lines: Vec<Vec<&str>> = cells.iter().map(|cell| cell.split('\n').collect()).collect();
+        let height = lines.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        for at in 0..height {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            for (column, &width) in widths.iter().enumerate() {
+                if column > 0 {
+                    out.push(' ');
+                }
+                match lines.get(column).and_then(|cell| cell.get(at)) {
+                    Some(line) => {
+                        out.push(' ');
+                        out.push_str(line);
+                        out.extend(std::iter::repeat_n(' ', width - line.width() + 1));
+                    }
+                    None => out.extend(std::iter::repeat_n(' ', width + 2)),
+                }
+            }
+        }
+    };
+    push_row(&mut out, header);
+    out.push('\n');
+    let rule = widths.iter().map(|w| "─".repeat(w + 2)).collect::<Vec<_>>().join("─");
+    out.push_str(&rule);
+    for row in rows {
+        push_row(&mut out, &row.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    out
 }
 
 /// A table of tasks in the column order of the ledger.
@@ -228,4 +286,42 @@ pub fn journal_table(entries: &[JournalEntry], ja: bool) -> String {
         ]);
     }
     t.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// comfy-table's own rendering of the dense table, as a pipe or a file gets it.
+    fn comfy(header: &[&str], rows: &[Vec<String>]) -> String {
+        let mut t = table(header.to_vec(), DENSE);
+        t.force_no_tty();
+        t.add_rows(rows.iter().cloned());
+        t.to_string()
+    }
+
+    /// I1: `dense` prints what comfy-table prints, byte for byte, for tables of ASCII, Japanese
+    /// (two columns a character), `▶`, emoji, empty cells, cells of several lines and rows
+    /// shorter than the header.
+    #[test]
+    fn i1_the_dense_table_is_comfy_tables_layout() {
+        let words =
+            ["", "a", "T-0001", "調査/記事", "▶", "⚠️対外", "two\nlines", "x y  z", "ﾊﾟｰｻｰ", "three\n\nlines"];
+        let mut seed: u64 = 42;
+        let mut next = |n: usize| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        for case in 0..400 {
+            let columns = 1 + next(5);
+            let header: Vec<&str> = (0..columns).map(|_| words[next(words.len())]).collect();
+            let rows: Vec<Vec<String>> = (0..next(6))
+                .map(|_| {
+                    let len = if next(4) == 0 { next(columns + 1) } else { columns };
+                    (0..len).map(|_| words[next(words.len())].repeat(1 + next(3))).collect()
+                })
+                .collect();
+            assert_eq!(dense(&header, &rows), comfy(&header, &rows), "case {case}: {header:?} {rows:?}");
+        }
+    }
 }
