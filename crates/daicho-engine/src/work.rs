@@ -70,6 +70,10 @@ const RECORD_GRACE: Duration = Duration::from_millis(3);
 /// How long a worker leaves a task alone after its run failed here (S3: no self-retry).
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 
+/// The shortest time between two upkeeps of one worker (lost runs, the approval queue), however
+/// short its poll interval: the same pace as remote claims' upkeep.
+const UPKEEP_EVERY: Duration = Duration::from_secs(1);
+
 /// How many ready rows one look examines for every free slot (ineligible rows are skipped).
 const SCAN_PER_SLOT: usize = 8;
 
@@ -182,9 +186,11 @@ impl<S: Store + 'static> Engine<S> {
             // The ledger's kill switch is checked by the claim itself (in its one statement);
             // the `PAUSED` file here.
             if free > 0 && self.pause_file_reason().is_none() {
-                // Upkeep once a poll interval, not every look: lost runs counted (S4), and the
-                // external rows waiting for approval queued (S2; a walk of the ready set).
-                if last_upkeep.is_none_or(|at| at.elapsed() >= options.poll) {
+                // Upkeep once a poll interval, and at most once a second, not every look: lost
+                // runs counted (S4), and the external rows waiting for approval queued (S2; a walk
+                // of the ready set, which 16 workers polling every 50 ms made most of
+                // PostgreSQL's work).
+                if last_upkeep.is_none_or(|at| at.elapsed() >= options.poll.max(UPKEEP_EVERY)) {
                     let lost =
                         store!(self.store.expire_leases(self.now(), self.config.policy.failures).await);
                     totals.lost_counted += lost.len();
@@ -202,7 +208,9 @@ impl<S: Store + 'static> Engine<S> {
                 looks += 1;
                 requests = store!(self.plan_claims(free, &failed_here, spread).await);
             }
-            let mut requested = requests.len();
+            // One free slot takes the first free row of several candidates in one claim, so
+            // workers that read the same head at once each get a different row (I5).
+            let mut requested = requests.len().min(free);
             // The runs that ended and the next claims go to the ledger together: on SQLite they
             // share one commit (the group commit takes writes that arrive together), so one slot
             // costs one commit per task, not two. Each claim is still committed before its run
@@ -210,7 +218,11 @@ impl<S: Store + 'static> Engine<S> {
             let recording = !ended.is_empty();
             let record = async { if recording { Some(self.record(ended.clone()).await) } else { None } };
             let claim = async {
-                if requests.is_empty() { None } else { Some(self.store.claim_many(requests.clone()).await) }
+                match requests.len() {
+                    0 => None,
+                    _ if free == 1 => Some(self.store.claim_first(requests.clone()).await.map(|o| vec![o])),
+                    _ => Some(self.store.claim_many(requests.clone()).await),
+                }
             };
             let (recorded, claims) = tokio::join!(record, claim);
             let mut retry = Ok(());
@@ -234,7 +246,7 @@ impl<S: Store + 'static> Engine<S> {
             match claims {
                 Some(Ok(outcomes)) => {
                     totals.claim_commits += 1;
-                    for (outcome, request) in outcomes.into_iter().zip(&requests) {
+                    for outcome in outcomes {
                         let task = match outcome {
                             ClaimOutcome::Claimed(task) => task,
                             // Paused: not contention, so no second look until woken or polled.
@@ -244,6 +256,8 @@ impl<S: Store + 'static> Engine<S> {
                             }
                             ClaimOutcome::NotClaimable => continue,
                         };
+                        // The request the row was claimed by (a task is requested once a look).
+                        let Some(request) = requests.iter().find(|r| r.id == task.id) else { continue };
                         let Some(action) = self.config.action(&request.action).cloned() else { continue };
                         let (engine, runner) = (Arc::clone(self), runner.clone());
                         running.spawn(async move { engine.perform(*task, &action, runner).await });
@@ -320,8 +334,14 @@ impl<S: Store + 'static> Engine<S> {
             tasks.sort_by_key(|t| !t.run);
             let mut requests = Vec::with_capacity(free);
             // Without daily caps every eligible row of the window is a candidate (`spread` picks
-            // among them); with caps, the first ones in order, counted as they are picked.
-            let want = if spread.is_some() && !capped { usize::MAX } else { free };
+            // where to start, and a single free slot takes the first free one of them); with caps,
+            // the first ones in order, counted as they are picked.
+            let want = match (capped, spread) {
+                (true, _) => free,
+                (false, Some(_)) => usize::MAX,
+                (false, None) if free == 1 => usize::MAX,
+                (false, None) => free,
+            };
             for task in tasks.iter().filter(|t| !failed_here.contains_key(&t.id)) {
                 if requests.len() >= want {
                     break;
@@ -338,8 +358,8 @@ impl<S: Store + 'static> Engine<S> {
                 {
                     let start = (seed % requests.len() as u64) as usize;
                     requests.rotate_left(start);
-                    requests.truncate(free);
                 }
+                requests.truncate(if free == 1 { SCAN_PER_SLOT } else { free });
                 return Ok(requests);
             }
             limit = (limit * 4).min(crate::SWEEP_SCAN);

@@ -438,25 +438,18 @@ impl Store for PgStore {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
-        in_tx!(self, |tx| runs::claim_many_in(&tx, &requests).await?)
+        in_tx!(self, |tx| runs::claim_in(&tx, &requests, runs::Take::All).await?)
     }
 
     async fn claim_first(&self, requests: Vec<ClaimRequest>) -> Result<ClaimOutcome> {
-        // One statement per request tried, in one transaction: a row another worker holds is
-        // skipped, not waited for (`FOR UPDATE SKIP LOCKED`), and one taken since costs a round
-        // trip, not a commit.
+        if requests.is_empty() {
+            return Ok(ClaimOutcome::NotClaimable);
+        }
+        // One statement for all the candidates: a row another worker holds is skipped, not
+        // waited for (`FOR UPDATE SKIP LOCKED`), and one taken since is passed over in it.
         in_tx!(self, |tx| {
-            let mut decided = ClaimOutcome::NotClaimable;
-            for request in requests {
-                match runs::claim_many_in(&tx, std::slice::from_ref(&request)).await?.pop() {
-                    Some(ClaimOutcome::NotClaimable) | None => {}
-                    Some(outcome) => {
-                        decided = outcome;
-                        break;
-                    }
-                }
-            }
-            decided
+            let mut outcomes = runs::claim_in(&tx, &requests, runs::Take::First).await?;
+            outcomes.pop().unwrap_or(ClaimOutcome::NotClaimable)
         })
     }
 

@@ -15,14 +15,24 @@ use jiff::Timestamp;
 use crate::backend;
 use crate::rows::{COLUMNS, JournalRows, micros, read_task};
 
-/// Claims every request that is claimable, in one statement that locks the rows it takes
-/// (`FOR UPDATE SKIP LOCKED`: a row another transaction holds is skipped, never waited for), then
-/// writes the run records and the journal entries in one statement each. Each row is looked up
-/// by its primary key (the lateral join), whatever the planner's statistics say about how many
-/// rows are pending.
-pub(crate) async fn claim_many_in(
+/// How many of a claim's requests to take.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// Every request that is claimable (`Store::claim_many`).
+    All,
+    /// The first claimable one, in the requests' order (`Store::claim_first`).
+    First,
+}
+
+/// Claims the requests that are claimable (all of them, or the first one in their order), in one
+/// statement that locks the rows it takes (`FOR UPDATE SKIP LOCKED`: a row another transaction
+/// holds is skipped, never waited for), then writes the run records and the journal entries in
+/// one statement each. So a claim is one round trip for the rows and one for what goes with
+/// them, however many candidates other workers took first (I5).
+pub(crate) async fn claim_in(
     tx: &Transaction<'_>,
     requests: &[ClaimRequest],
+    take: Take,
 ) -> Result<Vec<ClaimOutcome>> {
     // The first request for a row decides; a repeat of it in the same batch is not claimable.
     let mut first: HashMap<TaskId, usize> = HashMap::with_capacity(requests.len());
@@ -37,27 +47,7 @@ pub(crate) async fn claim_many_in(
     let workers: Vec<&str> = order.iter().map(|&i| requests[i].worker.as_str()).collect();
     let nows: Vec<i64> = order.iter().map(|&i| micros(requests[i].now)).collect();
     let expires: Vec<i64> = order.iter().map(|&i| micros(requests[i].now + requests[i].lease)).collect();
-    let stmt = tx
-        .prepare_cached(&format!(
-            "WITH req AS (SELECT * FROM unnest($1::BIGINT[], $2::BOOLEAN[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[], \
-                 $6::BOOLEAN[]) AS r(rnum, require_run, worker, now, expires, require_approval)), \
-             picked AS (SELECT t.num AS pnum, t.run AS old_run, t.run_at AS old_run_at, \
-                 t.updated_at AS old_updated_at, t.approved_by AS old_approved_by, req.worker AS new_owner, \
-                 req.now AS new_now, req.expires AS new_expires FROM req CROSS JOIN LATERAL \
-                 (SELECT num, run, run_at, updated_at, approved_by \
-                 FROM task WHERE num = req.rnum AND {} AND (NOT req.require_run OR run) \
-                 AND (NOT req.require_approval OR (run AND approved_by <> '')) \
-                 FOR UPDATE SKIP LOCKED) AS t \
-                 WHERE NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused')) \
-             UPDATE task SET status = 'running', run = false, approved_by = '', run_at = picked.new_now, \
-                 attempt = attempt + 1, lease_owner = picked.new_owner, lease_expires_at = picked.new_expires, \
-                 updated_at = picked.new_now \
-             FROM picked WHERE num = picked.pnum \
-             RETURNING {COLUMNS}, picked.old_run, picked.old_run_at, picked.old_updated_at, picked.old_approved_by",
-            ready_where("req.now")
-        ))
-        .await
-        .map_err(backend)?;
+    let stmt = tx.prepare_cached(&claim_sql(take)).await.map_err(backend)?;
     let rows = tx
         .query(&stmt, &[&nums, &require_run, &workers, &nows, &expires, &require_approval])
         .await
@@ -85,9 +75,20 @@ pub(crate) async fn claim_many_in(
     }
     // The run records, the journal and (when some request was refused) the kill switch, in one
     // round trip: the statements are independent, and tokio-postgres pipelines them.
-    let short = claimed.len() < requests.len();
+    let short = match take {
+        Take::All => claimed.len() < requests.len(),
+        Take::First => claimed.is_empty(),
+    };
     let paused = async { if short { crate::paused_in(tx).await } else { Ok(None) } };
     let ((), (), paused) = tokio::try_join!(runs.insert(tx), journal.insert(tx), paused)?;
+    if take == Take::First {
+        let outcome = match (claimed.into_values().next(), paused) {
+            (Some(task), _) => ClaimOutcome::Claimed(Box::new(task)),
+            (None, Some(reason)) => ClaimOutcome::Paused(reason),
+            (None, None) => ClaimOutcome::NotClaimable,
+        };
+        return Ok(vec![outcome]);
+    }
     Ok(requests
         .iter()
         .enumerate()
@@ -99,6 +100,44 @@ pub(crate) async fn claim_many_in(
             },
         })
         .collect())
+}
+
+/// The claim statement. `All`: each request's row by its primary key (a lateral join, whatever
+/// the planner's statistics say about how many rows are pending), each locked if free. `First`:
+/// the candidates in the requests' order, locked one by one until one is free and still
+/// claimable (`LIMIT 1` above the lock: a row another worker holds or took since is passed over
+/// within the statement, not in another round trip).
+fn claim_sql(take: Take) -> String {
+    let req = "WITH req AS (SELECT * FROM unnest($1::BIGINT[], $2::BOOLEAN[], $3::TEXT[], $4::BIGINT[], \
+               $5::BIGINT[], $6::BOOLEAN[]) WITH ORDINALITY AS r(rnum, require_run, worker, now, expires, \
+               require_approval, ord))";
+    let claimable = format!(
+        "{} AND (NOT req.require_run OR t.run) AND (NOT req.require_approval OR (t.run AND t.approved_by <> ''))",
+        ready_where("req.now")
+    );
+    let picked = "t.num AS pnum, t.run AS old_run, t.run_at AS old_run_at, t.updated_at AS old_updated_at, \
+                  t.approved_by AS old_approved_by, req.worker AS new_owner, req.now AS new_now, \
+                  req.expires AS new_expires";
+    let not_paused = "NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused')";
+    let picked = match take {
+        Take::All => format!(
+            "picked AS (SELECT {picked} FROM req CROSS JOIN LATERAL (SELECT num, run, run_at, updated_at, \
+             approved_by FROM task t WHERE t.num = req.rnum AND {claimable} FOR UPDATE SKIP LOCKED) AS t \
+             WHERE {not_paused})"
+        ),
+        Take::First => format!(
+            "picked AS (SELECT {picked} FROM task t JOIN req ON t.num = req.rnum WHERE {claimable} \
+             AND {not_paused} ORDER BY req.ord LIMIT 1 FOR UPDATE OF t SKIP LOCKED)"
+        ),
+    };
+    format!(
+        "{req}, {picked} \
+         UPDATE task SET status = 'running', run = false, approved_by = '', run_at = picked.new_now, \
+             attempt = attempt + 1, lease_owner = picked.new_owner, lease_expires_at = picked.new_expires, \
+             updated_at = picked.new_now \
+         FROM picked WHERE num = picked.pnum \
+         RETURNING {COLUMNS}, picked.old_run, picked.old_run_at, picked.old_updated_at, picked.old_approved_by"
+    )
 }
 
 /// Records run ends under the write lock (shared: run ends go side by side): the rows are locked in id order, each end is checked against its fence
@@ -286,8 +325,29 @@ impl Ends {
             .await
             .map_err(backend)
         };
-        // Workers waiting for work are told (at commit) that some may be ready now.
-        let notify = crate::notify_ready(tx);
+        // Workers waiting for work are told (at commit) when these ends make some ready: rows
+        // back to pending (a failure or a lost run) or dependents released. Only then: PostgreSQL
+        // serializes the commits of every transaction that notifies (one lock, held through its
+        // WAL flush), so a notice on each end kept concurrent workers' commits from sharing
+        // flushes (I5); an end that makes nothing ready has nobody to wake.
+        let notify = async {
+            if self.statuses.contains(&Status::Pending.as_str()) {
+                return crate::notify_ready(tx).await;
+            }
+            if self.unblocking.is_empty() {
+                return Ok(());
+            }
+            // Run after the dependents' update (pipelined in order): a notice only when one of
+            // them is ready now.
+            let stmt = tx
+                .prepare_cached(
+                    "SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM task_dep d JOIN task t ON t.num = d.task \
+                     WHERE d.dep = ANY($2) AND t.status = 'pending' AND t.unmet_deps = 0)",
+                )
+                .await
+                .map_err(backend)?;
+            tx.execute(&stmt, &[&crate::READY_CHANNEL, &self.unblocking]).await.map_err(backend).map(|_| ())
+        };
         tokio::try_join!(rows, dependents, runs, self.journal.insert(tx), notify)?;
         Ok(())
     }

@@ -921,10 +921,33 @@ pub async fn i5_claims_of_the_same_head_take_different_rows_in_one_write_each<B:
         let runs = store.runs(id).await.expect("runs");
         assert_eq!(runs.len(), 1, "one run record per claimed row");
     }
-    // The three rows left, then none.
-    let rest: Vec<ClaimRequest> = ids.iter().map(|&id| claim_request(id, "late", t0())).collect();
-    for _ in 0..3 {
-        assert!(matches!(store.claim_first(rest.clone()).await.expect("claim"), ClaimOutcome::Claimed(_)));
+    // The three rows left, then none; each time the first free one in the requests' order
+    // (here the reverse of the ledger's), claimed for the worker and action of its own request.
+    let mut rest: Vec<ClaimRequest> = ids.iter().map(|&id| claim_request(id, "late", t0())).collect();
+    rest.reverse();
+    for (k, request) in rest.iter_mut().enumerate() {
+        request.worker = format!("late{k}");
+    }
+    let mut left: Vec<(usize, TaskId)> = rest
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !got.contains(&r.id) && r.id != ids[0])
+        .map(|(k, r)| (k, r.id))
+        .collect();
+    assert_eq!(left.len(), 3);
+    for (k, id) in left.drain(..) {
+        match store.claim_first(rest.clone()).await.expect("claim") {
+            ClaimOutcome::Claimed(task) => {
+                assert_eq!(task.id, id, "the first free row in the requests' order");
+                let runs = store.runs(id).await.expect("runs");
+                assert_eq!(
+                    runs.last().map(|r| r.worker.clone()),
+                    Some(format!("late{k}")),
+                    "its own request's worker"
+                );
+            }
+            other => panic!("three rows are left: {other:?}"),
+        }
     }
     assert_eq!(store.claim_first(rest.clone()).await.expect("claim"), ClaimOutcome::NotClaimable);
     assert_eq!(store.claim_first(Vec::new()).await.expect("claim"), ClaimOutcome::NotClaimable);
@@ -1822,4 +1845,37 @@ pub fn old_purge_setup() -> Batch {
     let mut done = with_id("done first", "T-0001", &[]);
     done.status = Some(Status::Done);
     batch(vec![done])
+}
+
+/// I5, for a backend that tells idle workers when work may be ready ([`Store::wait_for_work`]):
+/// adds rows to `store`'s ledger, claims some, and returns run ends to record one by one, each
+/// with whether it makes work ready (and so must wake an idle worker). A row with no dependents
+/// finished, or one whose dependent still waits for another dep, wakes nobody; a dependent
+/// released, or a failed row back to pending, does.
+pub async fn i5_run_ends_and_whether_they_make_work_ready<S: Store>(
+    store: &S,
+) -> Vec<(&'static str, Finish, bool)> {
+    store
+        .upsert(batch(vec![
+            with_id("alone", "T-0001", &[]),
+            with_id("released", "T-0002", &[]),
+            with_id("waits for T-0002", "T-0003", &["T-0002"]),
+            with_id("fails", "T-0004", &[]),
+            with_id("half", "T-0005", &[]),
+            with_id("not yet", "T-0007", &[]),
+            with_id("waits for two", "T-0006", &["T-0005", "T-0007"]),
+        ]))
+        .await
+        .expect("upsert");
+    let mut ends = Vec::new();
+    for (row, end, wakes, what) in [
+        ("T-0001", success(Status::Done), false, "a row with no dependents done"),
+        ("T-0005", success(Status::Done), false, "a dependent that still waits for another dep"),
+        ("T-0002", success(Status::Done), true, "a dependent released"),
+        ("T-0004", failure("boom"), true, "a failed row back to pending"),
+    ] {
+        let task = claimed(store, claim_request(id(row), "w", t0())).await;
+        ends.push((what, finish(&task, "w", end), wakes));
+    }
+    ends
 }

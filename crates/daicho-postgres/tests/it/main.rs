@@ -216,3 +216,37 @@ async fn i3_an_upgraded_ledger_counts_its_ready_rows_once_and_keeps_them_counted
     drop(client);
     let _ = task.await;
 }
+
+/// I5: a run end tells idle workers (LISTEN/NOTIFY) only when it makes work ready. PostgreSQL
+/// serializes the commits of every transaction that notifies, so a notice on every end kept
+/// concurrent workers' commits from sharing WAL flushes; a worker that was not told still finds
+/// the work at its next poll, so a missing notice costs latency and a needless one throughput.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i5_a_run_end_wakes_idle_workers_only_when_it_makes_work_ready() {
+    use daicho_store::Store as _;
+    use std::time::{Duration, Instant};
+
+    let backend = PgBackend::fresh();
+    if backend.url.is_none() {
+        return;
+    }
+    let (store, idle) = (backend.open().await, backend.open().await);
+    let ends = daicho_store::contract::i5_run_ends_and_whether_they_make_work_ready(&store).await;
+    // The first wait starts the idle store's listener; nothing is pending for it.
+    idle.wait_for_work(Duration::from_millis(100)).await;
+    for (what, end, wakes) in ends {
+        let wait = Duration::from_secs(if wakes { 20 } else { 2 });
+        let started = Instant::now();
+        let ((), recorded) = tokio::join!(idle.wait_for_work(wait), async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            store.finish(end).await
+        });
+        recorded.expect("finish");
+        let waited = started.elapsed();
+        if wakes {
+            assert!(waited < Duration::from_secs(10), "{what}: the idle worker was not woken ({waited:?})");
+        } else {
+            assert!(waited >= Duration::from_millis(1900), "{what}: the idle worker was woken ({waited:?})");
+        }
+    }
+}
