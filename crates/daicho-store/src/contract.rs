@@ -922,7 +922,7 @@ pub async fn i5_claims_of_the_same_head_take_different_rows_in_one_write_each<B:
         assert_eq!(runs.len(), 1, "one run record per claimed row");
     }
     // The three rows left, then none; each time the first free one in the requests' order
-    // (here the reverse of the ledger's), claimed for the worker and action of its own request.
+    // (here the reverse of the ledger's), its run recorded for that request's own worker.
     let mut rest: Vec<ClaimRequest> = ids.iter().map(|&id| claim_request(id, "late", t0())).collect();
     rest.reverse();
     for (k, request) in rest.iter_mut().enumerate() {
