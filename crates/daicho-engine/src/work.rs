@@ -336,12 +336,8 @@ impl<S: Store + 'static> Engine<S> {
             // Without daily caps every eligible row of the window is a candidate (`spread` picks
             // where to start, and a single free slot takes the first free one of them); with caps,
             // the first ones in order, counted as they are picked.
-            let want = match (capped, spread) {
-                (true, _) => free,
-                (false, Some(_)) => usize::MAX,
-                (false, None) if free == 1 => usize::MAX,
-                (false, None) => free,
-            };
+            let every_candidate = !capped && (spread.is_some() || free == 1);
+            let want = if every_candidate { usize::MAX } else { free };
             for task in tasks.iter().filter(|t| !failed_here.contains_key(&t.id)) {
                 if requests.len() >= want {
                     break;
