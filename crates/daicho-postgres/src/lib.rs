@@ -768,7 +768,7 @@ impl Store for PgStore {
             let after = daicho_store::ends::plan_approve(&before, unmet.max(0) as u32, &actor, now)?;
             let mut writes = Vec::new();
             if after != before {
-                writes.push(RowWrite::Update(after.clone()));
+                writes.push(RowWrite::update(&before, &after));
             }
             decide(&tx, id, Decision::Approved, "", &actor, now).await?;
             let actor = actor.to_string();

@@ -136,12 +136,13 @@ pub(crate) async fn apply_all<W: std::borrow::Borrow<RowWrite>>(
                 }
             }
             RowWrite::Journal(entry) => journal.push(entry),
-            RowWrite::Update(task) => {
-                let cells = codec::encode(task);
-                let stmt = tx.prepare_cached(&codec::update_sql(mark)).await.map_err(backend)?;
+            RowWrite::Update { task, columns } if !columns.is_empty() => {
+                let cells = codec::update_cells(task, *columns);
+                let stmt = tx.prepare_cached(&codec::update_sql(*columns, mark)).await.map_err(backend)?;
                 let params: Vec<&(dyn ToSql + Sync)> = cells.iter().map(bind).collect();
                 tx.execute(&stmt, &params).await.map_err(backend)?;
             }
+            RowWrite::Update { .. } => {}
             RowWrite::Redeps { id, deps } => {
                 let num = id.num() as i64;
                 tx.execute("DELETE FROM task_dep WHERE task = $1", &[&num]).await.map_err(backend)?;

@@ -296,6 +296,9 @@ fn open_connection(path: &Path, options: &SqliteOptions, immutable: bool) -> Res
     let creates = !path.exists() || !wal.exists();
     let conn = Connection::open_with_flags(path, flags).map_err(cannot_open)?;
     conn.busy_timeout(options.busy_timeout).map_err(backend)?;
+    // Room for every statement a worker or server uses over and over (rusqlite keeps 16): the
+    // claims, finishes, journal, reads and an update per set of changed columns stay prepared.
+    conn.set_prepared_statement_cache_capacity(64);
     stable_plans(&conn)?;
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(backend)?;

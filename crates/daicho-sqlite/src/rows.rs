@@ -134,10 +134,13 @@ fn apply_one(tx: &Transaction<'_>, write: &RowWrite) -> rusqlite::Result<()> {
             tx.prepare_cached(&codec::insert_sql(mark))?.execute(rusqlite::params_from_iter(binds))?;
             insert_deps(tx, task.id, &task.deps)?;
         }
-        RowWrite::Update(task) => {
-            let cells = codec::encode(task);
-            let binds: Vec<Bind<'_>> = cells.iter().map(Bind).collect();
-            tx.prepare_cached(&codec::update_sql(mark))?.execute(rusqlite::params_from_iter(binds))?;
+        RowWrite::Update { task, columns } => {
+            if !columns.is_empty() {
+                let cells = codec::update_cells(task, *columns);
+                let binds: Vec<Bind<'_>> = cells.iter().map(Bind).collect();
+                tx.prepare_cached(&codec::update_sql(*columns, mark))?
+                    .execute(rusqlite::params_from_iter(binds))?;
+            }
         }
         RowWrite::Redeps { id, deps } => {
             tx.prepare_cached("DELETE FROM task_dep WHERE task = ?1")?.execute([id.num() as i64])?;

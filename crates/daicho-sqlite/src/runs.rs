@@ -380,7 +380,7 @@ pub(crate) fn approve_in(tx: &Transaction<'_>, id: TaskId, actor: &Actor, now: T
     let after = daicho_store::ends::plan_approve(&before, unmet, actor, now)?;
     let mut writes = Vec::new();
     if after != before {
-        writes.push(RowWrite::Update(after.clone()));
+        writes.push(RowWrite::update(&before, &after));
     }
     decide_in(tx, id, Decision::Approved, "", actor, now)?;
     writes.push(RowWrite::Journal(JournalWrite::change(

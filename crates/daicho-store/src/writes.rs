@@ -12,6 +12,7 @@ use daicho_core::{Actor, Plan, Status, Task, TaskId};
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 
+use crate::codec::Columns;
 use crate::states::JournalKind;
 use crate::{Batch, PurgeReport, RestoreReport, Result, StoreError};
 
@@ -25,8 +26,14 @@ pub enum RowWrite {
         /// Its deps missing or not `done`/`dropped`.
         unmet_deps: u32,
     },
-    /// Write every cell of an existing row (not `unmet_deps`).
-    Update(Task),
+    /// Write the `columns` of an existing row (not `unmet_deps`) from `task`: the cells that
+    /// changed ([`RowWrite::update`]).
+    Update {
+        /// The row as it is to be stored.
+        task: Task,
+        /// The cells to write.
+        columns: Columns,
+    },
     /// Replace a row's edges in `task_dep` and recount its `unmet_deps` from them.
     Redeps {
         /// The row.
@@ -45,6 +52,13 @@ pub enum RowWrite {
     Delete(TaskId),
     /// Append a journal entry.
     Journal(JournalWrite),
+}
+
+impl RowWrite {
+    /// The update of a row from `before` to `after`: the cells that changed.
+    pub fn update(before: &Task, after: &Task) -> RowWrite {
+        RowWrite::Update { task: after.clone(), columns: Columns::changed(before, after) }
+    }
 }
 
 /// A journal entry to append.
@@ -262,7 +276,7 @@ pub fn change_writes(
     if before == after && error.is_none() {
         return Ok(Vec::new());
     }
-    let mut writes = vec![RowWrite::Update(after.clone())];
+    let mut writes = vec![RowWrite::update(before, after)];
     if before.status.satisfies_deps() != after.status.satisfies_deps() {
         let delta = if after.status.satisfies_deps() { -1 } else { 1 };
         writes.push(RowWrite::ShiftDependents { id: after.id, delta });
