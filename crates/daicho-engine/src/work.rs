@@ -2,14 +2,15 @@
 //! one commit and recording every run that ended meanwhile in one commit, so that with a deep
 //! queue a durable commit carries many tasks instead of one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use daicho_core::TaskId;
-use daicho_core::policy::{ClaimScope, Gate, worker_mode};
-use daicho_store::{ClaimOutcome, ClaimRequest, Store, StoreError};
+use daicho_core::policy::{ClaimScope, Gate, RunCounts, worker_mode};
+use daicho_core::{Task, TaskId};
+use daicho_store::{ClaimOutcome, ClaimRequest, NextClaim, Pick, Store, StoreError};
+use jiff::Timestamp;
 use tokio::task::JoinSet;
 
 use crate::executor::{ExecOutcome, RunContext};
@@ -183,6 +184,7 @@ impl<S: Store + 'static> Engine<S> {
             let free = if draining { 0 } else { slots - running.len() };
             let mut claimed = 0;
             let mut requests = Vec::new();
+            let mut next: Option<(ClaimScope, Pick)> = None;
             // The ledger's kill switch is checked by the claim itself (in its one statement);
             // the `PAUSED` file here.
             if free > 0 && self.pause_file_reason().is_none() {
@@ -206,10 +208,15 @@ impl<S: Store + 'static> Engine<S> {
                 // point of this worker's own, so that workers stop racing for the same head.
                 let spread = (contended > 0).then(|| spread_seed(&self.worker, looks));
                 looks += 1;
-                requests = store!(self.plan_claims(free, &failed_here, spread).await);
+                if free == 1 && spread.is_none() {
+                    next = store!(self.next_pick(&failed_here).await);
+                } else {
+                    requests = store!(self.plan_claims(free, &failed_here, spread).await);
+                }
             }
             // One free slot takes the first free row of several candidates in one claim, so
-            // workers that read the same head at once each get a different row (I5).
+            // workers that read the same head at once each get a different row (I5); on a first
+            // look, the store reads and claims together (`claim_next`).
             let mut requested = requests.len().min(free);
             // The runs that ended and the next claims go to the ledger together: on SQLite they
             // share one commit (the group commit takes writes that arrive together), so one slot
@@ -218,10 +225,21 @@ impl<S: Store + 'static> Engine<S> {
             let recording = !ended.is_empty();
             let record = async { if recording { Some(self.record(ended.clone()).await) } else { None } };
             let claim = async {
+                if let Some((scope, pick)) = next.take() {
+                    let window = SCAN_PER_SLOT + failed_here.len();
+                    let next =
+                        self.store.claim_next(self.now(), scope, window, crate::SWEEP_SCAN, pick).await;
+                    return Some(next.map(|next| match next {
+                        Some(NextClaim { tried, outcome }) => (tried, vec![outcome]),
+                        None => (Vec::new(), Vec::new()),
+                    }));
+                }
                 match requests.len() {
                     0 => None,
-                    _ if free == 1 => Some(self.store.claim_first(requests.clone()).await.map(|o| vec![o])),
-                    _ => Some(self.store.claim_many(requests.clone()).await),
+                    _ if free == 1 => Some(
+                        self.store.claim_first(requests.clone()).await.map(|o| (requests.clone(), vec![o])),
+                    ),
+                    _ => Some(self.store.claim_many(requests.clone()).await.map(|o| (requests.clone(), o))),
                 }
             };
             let (recorded, claims) = tokio::join!(record, claim);
@@ -244,8 +262,10 @@ impl<S: Store + 'static> Engine<S> {
                 None => {}
             }
             match claims {
-                Some(Ok(outcomes)) => {
-                    totals.claim_commits += 1;
+                Some(Ok((tried, outcomes))) => {
+                    requests = tried;
+                    requested = requested.max(requests.len().min(free));
+                    totals.claim_commits += usize::from(!outcomes.is_empty());
                     for outcome in outcomes {
                         let task = match outcome {
                             ClaimOutcome::Claimed(task) => task,
@@ -303,64 +323,118 @@ impl<S: Store + 'static> Engine<S> {
         }
     }
 
-    /// The claims to make for `free` slots now: ready rows ticked ▶ first (a requested run),
-    /// then automatic runs, each decided by the pure policy (S2, S5–S7, S9, S12), skipping rows
-    /// that failed here lately. Only the rows this worker may run are read (its [`ClaimScope`],
-    /// I5), so rows it may not run never hide one it may; the head is read wider while it holds
-    /// too few (rows that failed here, caps reached on the way).
+    /// The claims to make for `free` slots now, of the ready rows this worker may run (its
+    /// [`ClaimScope`], I5), so rows it may not run never hide one it may: [`Engine::candidates`]
+    /// of the head, read wider while it holds too few (rows that failed here, caps reached on
+    /// the way).
     async fn plan_claims(
         &self,
         free: usize,
         failed_here: &HashMap<TaskId, Instant>,
         spread: Option<u64>,
     ) -> Result<Vec<ClaimRequest>, StoreError> {
-        let now = self.now();
-        let (capped, runs_today) = (self.capped(), self.gate_counts(now).await?);
+        let Some((scope, plan)) = self.claim_plan(free, failed_here, spread).await? else {
+            return Ok(Vec::new());
+        };
         let mut limit = free * SCAN_PER_SLOT + failed_here.len();
         loop {
-            let mut gate = Gate {
-                actions: &self.specs,
-                paused: None,
-                runs_today: runs_today.clone(),
-                daily_cap: self.config.policy.daily_cap,
-            };
-            let scope = ClaimScope::worker(&gate, None, None);
-            let mut tasks = if scope.is_empty() {
-                Vec::new()
-            } else {
-                self.store.ready_head(now, Some(scope), limit).await?
-            };
+            let tasks = self.store.ready_head(plan.now, Some(scope.clone()), limit).await?;
             let whole = tasks.len() < limit;
-            tasks.sort_by_key(|t| !t.run);
-            let mut requests = Vec::with_capacity(free);
-            // Without daily caps every eligible row of the window is a candidate (`spread` picks
-            // where to start, and a single free slot takes the first free one of them); with caps,
-            // the first ones in order, counted as they are picked.
-            let every_candidate = !capped && (spread.is_some() || free == 1);
-            let want = if every_candidate { usize::MAX } else { free };
-            for task in tasks.iter().filter(|t| !failed_here.contains_key(&t.id)) {
-                if requests.len() >= want {
-                    break;
-                }
-                if let Ok(request) = self.claim_request(task, worker_mode(task), &gate, &self.worker, now) {
-                    *gate.runs_today.by_action.entry(request.action.clone()).or_insert(0) += 1;
-                    gate.runs_today.total += 1;
-                    requests.push(request);
-                }
-            }
+            let requests = self.candidates(&tasks, &plan);
             if requests.len() >= free || whole || limit >= crate::SWEEP_SCAN {
-                if let Some(seed) = spread
-                    && requests.len() > free
-                {
-                    let start = (seed % requests.len() as u64) as usize;
-                    requests.rotate_left(start);
-                }
-                requests.truncate(if free == 1 { SCAN_PER_SLOT } else { free });
                 return Ok(requests);
             }
             limit = (limit * 4).min(crate::SWEEP_SCAN);
         }
     }
+
+    /// What one free slot claims on a first look, for [`Store::claim_next`]: the rows this
+    /// worker may run and [`Engine::candidates`] of them, decided where the store reads them (on
+    /// SQLite in the claim's own transaction, so the head costs no round trip of its own).
+    /// `None` when this worker may run nothing at all.
+    async fn next_pick(
+        self: &Arc<Self>,
+        failed_here: &HashMap<TaskId, Instant>,
+    ) -> Result<Option<(ClaimScope, Pick)>, StoreError> {
+        let Some((scope, plan)) = self.claim_plan(1, failed_here, None).await? else { return Ok(None) };
+        let engine = Arc::clone(self);
+        Ok(Some((scope, Box::new(move |tasks: &[Task]| engine.candidates(tasks, &plan)))))
+    }
+
+    /// The scope and the plan of a look for `free` slots; `None` when no action may run.
+    async fn claim_plan(
+        &self,
+        free: usize,
+        failed_here: &HashMap<TaskId, Instant>,
+        spread: Option<u64>,
+    ) -> Result<Option<(ClaimScope, ClaimPlan)>, StoreError> {
+        let now = self.now();
+        let runs_today = self.gate_counts(now).await?;
+        let gate = Gate {
+            actions: &self.specs,
+            paused: None,
+            runs_today: runs_today.clone(),
+            daily_cap: self.config.policy.daily_cap,
+        };
+        let scope = ClaimScope::worker(&gate, None, None);
+        if scope.is_empty() {
+            return Ok(None);
+        }
+        let failed = failed_here.keys().copied().collect();
+        Ok(Some((scope, ClaimPlan { free, failed, runs_today, spread, now })))
+    }
+
+    /// The claim requests of a look, of `tasks` (the head of the ready set in run order): rows
+    /// ticked ▶ first (a requested run), then automatic runs, each decided by the pure policy
+    /// (S2, S5–S7, S9, S12), passing over rows that failed here lately (S3). Without daily caps
+    /// every eligible row is a candidate (the plan's `spread` picks where to start, and a single
+    /// free slot takes the first free of up to [`SCAN_PER_SLOT`]); with caps, the first ones in
+    /// order, counted as they are picked.
+    fn candidates(&self, tasks: &[Task], plan: &ClaimPlan) -> Vec<ClaimRequest> {
+        let mut gate = Gate {
+            actions: &self.specs,
+            paused: None,
+            runs_today: plan.runs_today.clone(),
+            daily_cap: self.config.policy.daily_cap,
+        };
+        let mut tasks: Vec<&Task> = tasks.iter().filter(|t| !plan.failed.contains(&t.id)).collect();
+        tasks.sort_by_key(|t| !t.run);
+        let every_candidate = !self.capped() && (plan.spread.is_some() || plan.free == 1);
+        let want = if every_candidate { usize::MAX } else { plan.free };
+        let mut requests = Vec::with_capacity(plan.free);
+        for task in tasks {
+            if requests.len() >= want {
+                break;
+            }
+            if let Ok(request) = self.claim_request(task, worker_mode(task), &gate, &self.worker, plan.now) {
+                *gate.runs_today.by_action.entry(request.action.clone()).or_insert(0) += 1;
+                gate.runs_today.total += 1;
+                requests.push(request);
+            }
+        }
+        if let Some(seed) = plan.spread
+            && requests.len() > plan.free
+        {
+            let start = (seed % requests.len() as u64) as usize;
+            requests.rotate_left(start);
+        }
+        requests.truncate(if plan.free == 1 { SCAN_PER_SLOT } else { plan.free });
+        requests
+    }
+}
+
+/// What a look for free slots decides with, besides the rows it reads.
+struct ClaimPlan {
+    /// Free slots.
+    free: usize,
+    /// Rows that failed here lately (S3: no self-retry).
+    failed: HashSet<TaskId>,
+    /// Today's runs, for the daily caps (S9).
+    runs_today: RunCounts,
+    /// Where to start among eligible rows after losing claims to other workers.
+    spread: Option<u64>,
+    /// The look's time.
+    now: Timestamp,
 }
 
 /// A number of this worker's own for its `look`-th look: where it starts among eligible rows.

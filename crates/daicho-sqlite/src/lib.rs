@@ -31,8 +31,8 @@ use daicho_store::codec::{self, READY_ORDER};
 use daicho_store::writes;
 use daicho_store::{
     ActionStats, Batch, ClaimOutcome, ClaimRequest, Decided, Decision, Finish, JournalEntry, JournalKind,
-    ListFilter, PurgeReport, Queued, ReadySet, RestoreReport, Result, RunRecord, StatusCount, Store,
-    StoreError, UnknownDeps, UpsertReport,
+    ListFilter, NextClaim, Pick, PurgeReport, Queued, ReadySet, RestoreReport, Result, RunRecord,
+    StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
 };
 use jiff::Timestamp;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
@@ -433,6 +433,49 @@ impl Store for SqliteStore {
                 }
             }
             Ok(ClaimOutcome::NotClaimable)
+        })
+        .await
+    }
+
+    async fn claim_next(
+        &self,
+        now: Timestamp,
+        scope: ClaimScope,
+        window: usize,
+        limit: usize,
+        mut pick: Pick,
+    ) -> Result<Option<NextClaim>> {
+        self.write(move |tx| {
+            if let Some(reason) = runs::paused_in(tx)? {
+                return Ok(Some(NextClaim { tried: Vec::new(), outcome: ClaimOutcome::Paused(reason) }));
+            }
+            // The head is read in the claim's own transaction, so the rows read are the rows
+            // claimed from (and the run ends committed before it in this transaction have
+            // already released their dependents).
+            let mut stmt =
+                tx.prepare_cached(&codec::ready_head_sql("?1", "?2", Some(&scope))).map_err(backend)?;
+            let mut window = window.clamp(1, limit.max(1));
+            loop {
+                let head: Vec<Task> = stmt
+                    .query_map(params![now.as_microsecond(), window as i64], read_task)
+                    .and_then(|rows| rows.collect::<rusqlite::Result<_>>())
+                    .map_err(backend)?;
+                let whole = head.len() < window;
+                let tried = pick(&head);
+                for request in &tried {
+                    match runs::claim_in(tx, request)? {
+                        ClaimOutcome::NotClaimable => {}
+                        outcome => return Ok(Some(NextClaim { tried, outcome })),
+                    }
+                }
+                if !tried.is_empty() {
+                    return Ok(Some(NextClaim { tried, outcome: ClaimOutcome::NotClaimable }));
+                }
+                if whole || window >= limit {
+                    return Ok(None);
+                }
+                window = (window * 4).min(limit);
+            }
         })
         .await
     }

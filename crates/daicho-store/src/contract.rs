@@ -57,6 +57,7 @@ macro_rules! store_contract_tests {
             s1_claim_is_committed_before_the_run_and_fenced_by_attempt,
             s1_concurrent_claims_of_one_row_give_it_once,
             i5_claims_of_the_same_head_take_different_rows_in_one_write_each,
+            i5_claim_next_claims_the_first_row_its_pick_takes_in_run_order,
             i5_run_ends_side_by_side_keep_a_shared_dependents_count_exact,
             s3_three_failures_park_the_row,
             s4_an_expired_lease_counts_one_failure_once,
@@ -955,6 +956,106 @@ pub async fn i5_claims_of_the_same_head_take_different_rows_in_one_write_each<B:
     store.set_paused(Some("stop".into()), Actor::Human("ana".into()), t0()).await.expect("pause");
     let requests = vec![claim_request(more[0], "late", t0())];
     assert!(matches!(store.claim_first(requests).await.expect("claim"), ClaimOutcome::Paused(_)));
+}
+
+/// I5, S1, D1: `claim_next` shows its pick the head of the ready set in run order, reads it wider
+/// while the pick takes nothing (within its limit), claims the first of the pick's requests in
+/// the pick's order, claims nothing when the pick takes nothing, gives workers claiming at once
+/// different rows, and stops at the kill switch.
+pub async fn i5_claim_next_claims_the_first_row_its_pick_takes_in_run_order<B: Backend>(backend: &B) {
+    use crate::{NextClaim, Pick};
+    use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
+    use std::sync::{Arc, Mutex};
+
+    let store = Arc::new(backend.open().await);
+    let items: Vec<Item> = (0..40)
+        .map(|i| {
+            let mut it = item(&format!("next {i}"));
+            it.action = "act".into();
+            it.tags = daicho_core::Tags::parse_list("ai");
+            // Run order: the rows of priority 1 (every third) first, then by id.
+            it.priority = i64::from(i % 3 == 0);
+            it
+        })
+        .collect();
+    store.upsert(batch(items)).await.expect("upsert");
+    let order: Vec<TaskId> =
+        store.ready(t0(), 100).await.expect("ready").tasks.iter().map(|t| t.id).collect();
+    assert_eq!(order.len(), 40);
+    let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
+    let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
+    // A pick that asks for every row of the window but those of `skip` (in the window's order,
+    // or the reverse), and records each window it is shown.
+    let picker =
+        |skip: Vec<TaskId>, worker: &str, reverse: bool, seen: Arc<Mutex<Vec<Vec<TaskId>>>>| -> Pick {
+            let worker = worker.to_owned();
+            Box::new(move |window: &[Task]| {
+                seen.lock().expect("seen").push(window.iter().map(|t| t.id).collect());
+                let mut asked: Vec<ClaimRequest> = window
+                    .iter()
+                    .filter(|t| !skip.contains(&t.id))
+                    .map(|t| claim_request(t.id, &worker, t0()))
+                    .collect();
+                if reverse {
+                    asked.reverse();
+                }
+                asked
+            })
+        };
+    let claimed_id = |next: Option<NextClaim>| match next.map(|n| n.outcome) {
+        Some(ClaimOutcome::Claimed(task)) => task.id,
+        other => panic!("a row is claimed: {other:?}"),
+    };
+    let seen = || Arc::new(Mutex::new(Vec::new()));
+    // The first three in run order passed over: the fourth is claimed, its run recorded; the
+    // pick was shown the first eight rows in run order.
+    let shown = seen();
+    let pick = picker(order[..3].to_vec(), "w", false, Arc::clone(&shown));
+    let got = claimed_id(store.claim_next(t0(), scope.clone(), 8, 100, pick).await.expect("claim_next"));
+    assert_eq!(got, order[3], "the first row in run order the pick asks for");
+    assert_eq!(shown.lock().expect("seen").clone(), vec![order[..8].to_vec()], "one window, in run order");
+    assert_eq!(store.runs(got).await.expect("runs").len(), 1);
+    let mut order: Vec<TaskId> = order.into_iter().filter(|&id| id != got).collect();
+    // The pick's own order is the order tried: asked in reverse, the last of the window is taken.
+    let pick = picker(Vec::new(), "w", true, seen());
+    let got = claimed_id(store.claim_next(t0(), scope.clone(), 8, 100, pick).await.expect("claim_next"));
+    assert_eq!(got, order[7], "the first request in the pick's order");
+    order.retain(|&id| id != got);
+    // Behind twenty rows passed over (more than the first window): read wider, then found.
+    let shown = seen();
+    let pick = picker(order[..20].to_vec(), "w", false, Arc::clone(&shown));
+    let got = claimed_id(store.claim_next(t0(), scope.clone(), 8, 1_000, pick).await.expect("claim_next"));
+    assert_eq!(got, order[20], "found behind 20 rows");
+    let windows: Vec<usize> = shown.lock().expect("seen").iter().map(Vec::len).collect();
+    assert_eq!(windows, [8, 32], "the window read four times wider");
+    order.retain(|&id| id != got);
+    // Not within the limit, or nothing the pick takes: nothing claimed, nothing written.
+    let mark = store.change_mark().await.expect("mark");
+    let pick = picker(order[..10].to_vec(), "w", false, seen());
+    let next = store.claim_next(t0(), scope.clone(), 8, 5, pick).await.expect("claim_next");
+    assert!(next.is_none(), "the row it would take is beyond the limit");
+    let pick = picker(order.clone(), "w", false, seen());
+    assert!(store.claim_next(t0(), scope.clone(), 8, 1_000, pick).await.expect("claim_next").is_none());
+    assert_eq!(store.change_mark().await.expect("mark"), mark, "nothing was written");
+    // Eight workers at once, each asking for its window: eight different rows, one run each.
+    let mut handles = Vec::new();
+    for w in 0..8 {
+        let (store, scope) = (Arc::clone(&store), scope.clone());
+        let pick = picker(Vec::new(), &format!("w{w}"), false, seen());
+        handles.push(async move { store.claim_next(t0(), scope, 8, 1_000, pick).await });
+    }
+    let mut got: Vec<TaskId> =
+        futures_join(handles).await.into_iter().map(|n| claimed_id(n.expect("claim_next"))).collect();
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len(), 8, "no row claimed twice");
+    for id in got {
+        assert_eq!(store.runs(id).await.expect("runs").len(), 1, "one run record per claimed row");
+    }
+    store.set_paused(Some("stop".into()), Actor::Human("ana".into()), t0()).await.expect("pause");
+    let pick = picker(Vec::new(), "w", false, seen());
+    let next = store.claim_next(t0(), scope, 8, 1_000, pick).await.expect("claim_next");
+    assert!(matches!(next.map(|n| n.outcome), Some(ClaimOutcome::Paused(_))), "the kill switch");
 }
 
 /// I5, D1: run ends that release the same dependent at the same moment (PostgreSQL lets run

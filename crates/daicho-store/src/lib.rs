@@ -392,6 +392,21 @@ pub struct ClaimRequest {
     pub require_approval: bool,
 }
 
+/// Decides, of a window of the ready set in run order, which rows a worker would claim and how:
+/// the requests, in the order to try them; none to read a wider window ([`Store::claim_next`]).
+/// It runs wherever the store reads the rows, so it owns everything it needs.
+pub type Pick = Box<dyn FnMut(&[Task]) -> Vec<ClaimRequest> + Send>;
+
+/// What [`Store::claim_next`] did.
+#[derive(Clone, Debug)]
+pub struct NextClaim {
+    /// The requests `pick` made, in the order they were tried.
+    pub tried: Vec<ClaimRequest>,
+    /// `Claimed` with the row of one of them; `NotClaimable` when other workers took them all
+    /// first; `Paused` when the kill switch is on (nothing was written then).
+    pub outcome: ClaimOutcome,
+}
+
 /// What a claim got.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ClaimOutcome {
@@ -712,6 +727,48 @@ pub trait Store: Send + Sync {
     /// `NotClaimable` when none of them was.
     fn claim_first(&self, requests: Vec<ClaimRequest>) -> impl Future<Output = Result<ClaimOutcome>> + Send;
 
+    /// A worker's next claim for one free slot (S1, D1, I5): the head of the ready set that
+    /// `scope` admits, `window` rows in run order, read wider (four times over, up to `limit`
+    /// rows) while `pick` makes no request of it; then the first of `pick`'s requests, in its
+    /// order, that is claimable, claimed as by [`Store::claim`]. `None` when `pick` made no
+    /// request of any window (nothing eligible: the worker may wait).
+    ///
+    /// The default reads the head ([`Store::ready_head`]) and claims through
+    /// [`Store::claim_first`]: two round trips a look, and a row another worker took in between
+    /// is passed over.
+    ///
+    /// # Transactions, locks and timeouts
+    ///
+    /// SQLite reads and claims in one write transaction: the rows it reads are the rows it
+    /// claims from, so a claim never loses a row to another worker, and reading the head costs no
+    /// round trip of its own. `pick` runs where the rows are read (on SQLite inside that
+    /// transaction, on the store's thread): it must be quick and must not block.
+    fn claim_next(
+        &self,
+        now: Timestamp,
+        scope: ClaimScope,
+        window: usize,
+        limit: usize,
+        mut pick: Pick,
+    ) -> impl Future<Output = Result<Option<NextClaim>>> + Send {
+        async move {
+            let mut window = window.clamp(1, limit.max(1));
+            loop {
+                let head = self.ready_head(now, Some(scope.clone()), window).await?;
+                let whole = head.len() < window;
+                let tried = pick(&head);
+                if !tried.is_empty() {
+                    let outcome = self.claim_first(tried.clone()).await?;
+                    return Ok(Some(NextClaim { tried, outcome }));
+                }
+                if whole || window >= limit {
+                    return Ok(None);
+                }
+                window = (window * 4).min(limit);
+            }
+        }
+    }
+
     /// Records several run ends in one transaction: each as by [`Store::finish`], in order. A
     /// stale one gets its own [`StoreError::LeaseLost`] and writes nothing; the others commit.
     fn finish_many(&self, finishes: Vec<Finish>) -> impl Future<Output = Result<Vec<Result<Task>>>> + Send;
@@ -899,6 +956,13 @@ macro_rules! delegate_store {
             claim(request: $crate::ClaimRequest) -> $crate::Result<$crate::ClaimOutcome>;
             claim_many(requests: Vec<$crate::ClaimRequest>) -> $crate::Result<Vec<$crate::ClaimOutcome>>;
             claim_first(requests: Vec<$crate::ClaimRequest>) -> $crate::Result<$crate::ClaimOutcome>;
+            claim_next(
+                now: $crate::__deps::jiff::Timestamp,
+                scope: $crate::__deps::daicho_core::policy::ClaimScope,
+                window: usize,
+                limit: usize,
+                pick: $crate::Pick
+            ) -> $crate::Result<Option<$crate::NextClaim>>;
             finish_many(finishes: Vec<$crate::Finish>)
                 -> $crate::Result<Vec<$crate::Result<$crate::__deps::daicho_core::Task>>>;
             heartbeat(
