@@ -4,13 +4,16 @@
 //! (S2, S5–S7, S9, S12), the claim committed before the work starts (S1), every write after it
 //! fenced by the attempt, found tasks pushed in a transaction of their own (X2).
 
+use std::sync::Arc;
+
 use daicho_core::format::ItemDefaults;
-use daicho_core::policy::{ClaimScope, Gate, correction_for_run, idempotency_key, worker_mode};
+use daicho_core::policy::{ClaimScope, Gate, correction_for_run, idempotency_key};
 use daicho_core::{Actor, Item, Status, Task, TaskId};
-use daicho_store::{Batch, ClaimOutcome, Finish, RunEnd, Store, StoreError, UnknownDeps};
+use daicho_store::{Batch, ClaimOutcome, Finish, Pick, RunEnd, Store, StoreError, UnknownDeps};
 use jiff::Timestamp;
 
 use crate::Engine;
+use crate::work::ClaimPlan;
 
 /// Which ready task a remote worker wants.
 #[derive(Clone, Debug, Default)]
@@ -70,6 +73,9 @@ const CLAIM_SCAN: usize = 1_000;
 /// Candidates tried in one write: more than the workers that can race for the same head.
 const CLAIM_LOT: usize = 32;
 
+/// Looks at the head one remote claim makes while other workers take every candidate first.
+const CLAIM_LOOKS: usize = 4;
+
 impl<S: Store + 'static> Engine<S> {
     /// Claims the first ready task that `filter` matches and the policy lets run now: a row a
     /// person ticked ▶ run first, then an automatic run (`ai` tag, `auto` action). Heavy tasks,
@@ -80,7 +86,7 @@ impl<S: Store + 'static> Engine<S> {
     /// # Errors
     ///
     /// A store error.
-    pub async fn claim_next(&self, filter: &ClaimFilter) -> Result<NextClaim, StoreError> {
+    pub async fn claim_next(self: &Arc<Self>, filter: &ClaimFilter) -> Result<NextClaim, StoreError> {
         // The ledger's switch is checked by the claim itself, in its transaction (S8).
         if let Some(reason) = self.pause_file_reason() {
             return Ok(NextClaim::Paused(reason));
@@ -108,7 +114,8 @@ impl<S: Store + 'static> Engine<S> {
         // (manual, heavy, awaiting approval, another action's) cannot hide the one it may.
         let (project, action) = (filter.project.as_deref(), filter.action.as_deref());
         let scope = ClaimScope::worker(&gate, project, action);
-        let outcome = self.claim_in_scope(&scope, &gate, filter, now).await?;
+        let plan = ClaimPlan::remote(&filter.worker, action, gate.runs_today.clone(), self.now(), CLAIM_LOT);
+        let outcome = self.claim_in_scope(&scope, &plan, now).await?;
         if upkeep {
             let to_queue = self.awaiting_approval(now, None).await?;
             if !to_queue.is_empty() {
@@ -129,59 +136,50 @@ impl<S: Store + 'static> Engine<S> {
         })
     }
 
-    /// Claims the first row of `scope`'s head that the policy lets run: ▶ ticked rows of the
-    /// window read first, then the rest in run order; the window is read wider while every
-    /// candidate in it was taken by other workers, up to [`CLAIM_SCAN`] rows.
+    /// Claims the first row of `scope`'s head that the policy lets run, as a worker's one free
+    /// slot does ([`Engine::candidates`] through [`Store::claim_next`]): ▶ ticked rows of the
+    /// window read first, then the rest in run order, up to [`CLAIM_LOT`] candidates a claim;
+    /// the window is read wider while it holds none, up to [`CLAIM_SCAN`] rows. On SQLite the
+    /// head is read in the claim's transaction; where every candidate was taken by other workers
+    /// first (PostgreSQL), the head is read again without them, up to [`CLAIM_LOOKS`] times.
     async fn claim_in_scope(
-        &self,
+        self: &Arc<Self>,
         scope: &ClaimScope,
-        gate: &Gate<'_>,
-        filter: &ClaimFilter,
+        plan: &ClaimPlan,
         now: Timestamp,
     ) -> Result<Option<NextClaim>, StoreError> {
         if scope.is_empty() {
             return Ok(None);
         }
-        let mut window = CLAIM_LOT;
-        loop {
-            let mut tasks = self.store.ready_head(now, Some(scope.clone()), window).await?;
-            let whole = tasks.len() < window;
-            tasks.sort_by_key(|t| !t.run);
-            let at = self.now();
-            let requests: Vec<_> = tasks
-                .iter()
-                .filter_map(|task| self.claim_request(task, worker_mode(task), gate, &filter.worker, at).ok())
-                .filter(|request| filter.action.as_deref().is_none_or(|a| a == request.action))
-                .collect();
-            // The candidates go to the store a lot at a time, each lot in one write that takes
-            // the first still claimable (I5): a row another worker took costs no commit.
-            for lot in requests.chunks(CLAIM_LOT) {
-                match self.store.claim_first(lot.to_vec()).await? {
-                    ClaimOutcome::Claimed(task) => {
-                        let Some(request) = lot.iter().find(|r| r.id == task.id) else {
-                            return Err(StoreError::backend(format!(
-                                "the store claimed {}, which was not asked",
-                                task.id
-                            )));
-                        };
-                        return Ok(Some(NextClaim::Claimed(Box::new(RemoteClaim {
-                            idempotency_key: idempotency_key(task.id, task.attempt),
-                            correction: correction_for_run(&task),
-                            lease_expires_at: request.now + request.lease,
-                            action: request.action.clone(),
-                            task: *task,
-                        }))));
-                    }
-                    ClaimOutcome::Paused(reason) => return Ok(Some(NextClaim::Paused(reason))),
-                    // Every one taken by other workers (or changed) meanwhile: the next lot.
-                    ClaimOutcome::NotClaimable => {}
-                }
-            }
-            if whole || window >= CLAIM_SCAN {
+        for _ in 0..CLAIM_LOOKS {
+            let (engine, plan) = (Arc::clone(self), plan.clone());
+            let pick: Pick = Box::new(move |tasks: &[Task]| engine.candidates(tasks, &plan));
+            let Some(next) = self.store.claim_next(now, scope.clone(), CLAIM_LOT, CLAIM_SCAN, pick).await?
+            else {
                 return Ok(None);
+            };
+            match next.outcome {
+                ClaimOutcome::Claimed(task) => {
+                    let Some(request) = next.tried.iter().find(|r| r.id == task.id) else {
+                        return Err(StoreError::backend(format!(
+                            "the store claimed {}, which was not asked",
+                            task.id
+                        )));
+                    };
+                    return Ok(Some(NextClaim::Claimed(Box::new(RemoteClaim {
+                        idempotency_key: idempotency_key(task.id, task.attempt),
+                        correction: correction_for_run(&task),
+                        lease_expires_at: request.now + request.lease,
+                        action: request.action.clone(),
+                        task: *task,
+                    }))));
+                }
+                ClaimOutcome::Paused(reason) => return Ok(Some(NextClaim::Paused(reason))),
+                // Every one taken by other workers (or changed) meanwhile: look again.
+                ClaimOutcome::NotClaimable => {}
             }
-            window = (window * 8).min(CLAIM_SCAN);
         }
+        Ok(None)
     }
 
     /// Extends a remote run's lease by the configured lease length; returns the new expiry.

@@ -381,16 +381,19 @@ impl<S: Store + 'static> Engine<S> {
             return Ok(None);
         }
         let failed = failed_here.keys().copied().collect();
-        Ok(Some((scope, ClaimPlan { free, failed, runs_today, spread, now })))
+        let most = if free == 1 { SCAN_PER_SLOT } else { free };
+        let (worker, action) = (self.worker.clone(), None);
+        Ok(Some((scope, ClaimPlan { free, failed, runs_today, spread, now, worker, action, most })))
     }
 
     /// The claim requests of a look, of `tasks` (the head of the ready set in run order): rows
     /// ticked ▶ first (a requested run), then automatic runs, each decided by the pure policy
-    /// (S2, S5–S7, S9, S12), passing over rows that failed here lately (S3). Without daily caps
-    /// every eligible row is a candidate (the plan's `spread` picks where to start, and a single
-    /// free slot takes the first free of up to [`SCAN_PER_SLOT`]); with caps, the first ones in
-    /// order, counted as they are picked.
-    fn candidates(&self, tasks: &[Task], plan: &ClaimPlan) -> Vec<ClaimRequest> {
+    /// (S2, S5–S7, S9, S12) for the plan's worker (and only its action, when it names one),
+    /// passing over rows that failed here lately (S3). Without daily caps every eligible row is
+    /// a candidate (the plan's `spread` picks where to start, and a single free slot takes the
+    /// first free of up to the plan's `most`); with caps, the first ones in order, counted as
+    /// they are picked. Every claim of a worker, remote or not, is planned here.
+    pub(crate) fn candidates(&self, tasks: &[Task], plan: &ClaimPlan) -> Vec<ClaimRequest> {
         let mut gate = Gate {
             actions: &self.specs,
             paused: None,
@@ -406,7 +409,10 @@ impl<S: Store + 'static> Engine<S> {
             if requests.len() >= want {
                 break;
             }
-            if let Ok(request) = self.claim_request(task, worker_mode(task), &gate, &self.worker, plan.now) {
+            let decided = self.claim_request(task, worker_mode(task), &gate, &plan.worker, plan.now);
+            if let Ok(request) = decided
+                && plan.action.as_deref().is_none_or(|a| a == request.action)
+            {
                 *gate.runs_today.by_action.entry(request.action.clone()).or_insert(0) += 1;
                 gate.runs_today.total += 1;
                 requests.push(request);
@@ -418,13 +424,14 @@ impl<S: Store + 'static> Engine<S> {
             let start = (seed % requests.len() as u64) as usize;
             requests.rotate_left(start);
         }
-        requests.truncate(if plan.free == 1 { SCAN_PER_SLOT } else { plan.free });
+        requests.truncate(plan.most);
         requests
     }
 }
 
 /// What a look for free slots decides with, besides the rows it reads.
-struct ClaimPlan {
+#[derive(Clone, Debug)]
+pub(crate) struct ClaimPlan {
     /// Free slots.
     free: usize,
     /// Rows that failed here lately (S3: no self-retry).
@@ -435,6 +442,34 @@ struct ClaimPlan {
     spread: Option<u64>,
     /// The look's time.
     now: Timestamp,
+    /// Who claims: this worker, or a remote one.
+    worker: String,
+    /// Only requests for this action (a remote worker's filter).
+    action: Option<String>,
+    /// The most requests handed to one claim.
+    most: usize,
+}
+
+impl ClaimPlan {
+    /// A remote worker's look for its one slot (`remote.rs`): `most` candidates a claim.
+    pub(crate) fn remote(
+        worker: &str,
+        action: Option<&str>,
+        runs_today: RunCounts,
+        now: Timestamp,
+        most: usize,
+    ) -> ClaimPlan {
+        ClaimPlan {
+            free: 1,
+            failed: HashSet::new(),
+            runs_today,
+            spread: None,
+            now,
+            worker: worker.to_owned(),
+            action: action.map(str::to_owned),
+            most,
+        }
+    }
 }
 
 /// A number of this worker's own for its `look`-th look: where it starts among eligible rows.

@@ -43,8 +43,10 @@ async fn s4_a_lease_expires_when_the_clock_passes_it() {
     };
     let id = store.upsert(batch).await.expect("upsert").added[0];
     let clock = Arc::new(ManualClock::new(start));
-    let engine = Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None)
-        .with_clock(Arc::clone(&clock) as Arc<dyn daicho_engine::clock::Clock>);
+    let engine = Arc::new(
+        Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None)
+            .with_clock(Arc::clone(&clock) as Arc<dyn daicho_engine::clock::Clock>),
+    );
 
     let filter = ClaimFilter { worker: "remote:a".into(), project: None, action: None };
     let NextClaim::Claimed(claim) = engine.claim_next(&filter).await.expect("claim") else {
