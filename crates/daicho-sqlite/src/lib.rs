@@ -454,13 +454,12 @@ impl Store for SqliteStore {
             // already released their dependents).
             let mut stmt =
                 tx.prepare_cached(&codec::ready_head_sql("?1", "?2", Some(&scope))).map_err(backend)?;
-            let mut window = window.clamp(1, limit.max(1));
+            let mut window = NextClaim::first_window(window, limit);
             loop {
                 let head: Vec<Task> = stmt
                     .query_map(params![now.as_microsecond(), window as i64], read_task)
                     .and_then(|rows| rows.collect::<rusqlite::Result<_>>())
                     .map_err(backend)?;
-                let whole = head.len() < window;
                 let tried = pick(&head);
                 for request in &tried {
                     match runs::claim_in(tx, request)? {
@@ -471,10 +470,8 @@ impl Store for SqliteStore {
                 if !tried.is_empty() {
                     return Ok(Some(NextClaim { tried, outcome: ClaimOutcome::NotClaimable }));
                 }
-                if whole || window >= limit {
-                    return Ok(None);
-                }
-                window = (window * 4).min(limit);
+                let Some(wider) = NextClaim::wider_window(window, head.len(), limit) else { return Ok(None) };
+                window = wider;
             }
         })
         .await

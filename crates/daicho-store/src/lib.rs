@@ -407,6 +407,20 @@ pub struct NextClaim {
     pub outcome: ClaimOutcome,
 }
 
+impl NextClaim {
+    /// The first window [`Store::claim_next`] reads: `window` rows, at least one, at most `limit`.
+    pub fn first_window(window: usize, limit: usize) -> usize {
+        window.clamp(1, limit.max(1))
+    }
+
+    /// The window [`Store::claim_next`] reads after one of `window` rows that gave `read` rows
+    /// and no request: four times wider, up to `limit`; `None` once the head was read to its end
+    /// (fewer rows than asked) or to `limit`.
+    pub fn wider_window(window: usize, read: usize, limit: usize) -> Option<usize> {
+        (read >= window && window < limit).then(|| (window * 4).min(limit))
+    }
+}
+
 /// What a claim got.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ClaimOutcome {
@@ -752,19 +766,16 @@ pub trait Store: Send + Sync {
         mut pick: Pick,
     ) -> impl Future<Output = Result<Option<NextClaim>>> + Send {
         async move {
-            let mut window = window.clamp(1, limit.max(1));
+            let mut window = NextClaim::first_window(window, limit);
             loop {
                 let head = self.ready_head(now, Some(scope.clone()), window).await?;
-                let whole = head.len() < window;
                 let tried = pick(&head);
                 if !tried.is_empty() {
                     let outcome = self.claim_first(tried.clone()).await?;
                     return Ok(Some(NextClaim { tried, outcome }));
                 }
-                if whole || window >= limit {
-                    return Ok(None);
-                }
-                window = (window * 4).min(limit);
+                let Some(wider) = NextClaim::wider_window(window, head.len(), limit) else { return Ok(None) };
+                window = wider;
             }
         }
     }
