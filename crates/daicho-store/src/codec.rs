@@ -328,6 +328,9 @@ pub fn insert_sql(mark: Placeholder) -> String {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Columns(u32);
 
+// A column's place in the set is a bit of a `u32`.
+const _: () = assert!(TASK_COLUMNS.len() <= 32);
+
 impl Columns {
     /// Every column but `num` (which picks the row and never changes).
     pub const ALL: Columns = Columns(((1u32 << TASK_COLUMNS.len()) - 1) & !1);
