@@ -263,8 +263,8 @@ impl<S: Store + 'static> Engine<S> {
             }
             match claims {
                 Some(Ok((tried, outcomes))) => {
+                    requested = tried.len().min(free);
                     requests = tried;
-                    requested = requested.max(requests.len().min(free));
                     totals.claim_commits += usize::from(!outcomes.is_empty());
                     for outcome in outcomes {
                         let task = match outcome {
@@ -339,12 +339,11 @@ impl<S: Store + 'static> Engine<S> {
         let mut limit = free * SCAN_PER_SLOT + failed_here.len();
         loop {
             let tasks = self.store.ready_head(plan.now, Some(scope.clone()), limit).await?;
-            let whole = tasks.len() < limit;
             let requests = self.candidates(&tasks, &plan);
-            if requests.len() >= free || whole || limit >= crate::SWEEP_SCAN {
-                return Ok(requests);
+            match NextClaim::wider_window(limit, tasks.len(), crate::SWEEP_SCAN) {
+                Some(wider) if requests.len() < free => limit = wider,
+                _ => return Ok(requests),
             }
-            limit = (limit * 4).min(crate::SWEEP_SCAN);
         }
     }
 

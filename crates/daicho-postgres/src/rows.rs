@@ -136,8 +136,7 @@ pub(crate) async fn apply_all<W: std::borrow::Borrow<RowWrite>>(
                 }
             }
             RowWrite::Journal(entry) => journal.push(entry),
-            RowWrite::Update { task, columns } if !columns.is_empty() => {
-                let cells = codec::update_cells(task, *columns);
+            RowWrite::Update { columns, cells } if !columns.is_empty() => {
                 let stmt = tx.prepare_cached(&codec::update_sql(*columns, mark)).await.map_err(backend)?;
                 let params: Vec<&(dyn ToSql + Sync)> = cells.iter().map(bind).collect();
                 tx.execute(&stmt, &params).await.map_err(backend)?;

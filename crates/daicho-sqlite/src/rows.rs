@@ -134,9 +134,8 @@ fn apply_one(tx: &Transaction<'_>, write: &RowWrite) -> rusqlite::Result<()> {
             tx.prepare_cached(&codec::insert_sql(mark))?.execute(rusqlite::params_from_iter(binds))?;
             insert_deps(tx, task.id, &task.deps)?;
         }
-        RowWrite::Update { task, columns } => {
+        RowWrite::Update { columns, cells } => {
             if !columns.is_empty() {
-                let cells = codec::update_cells(task, *columns);
                 let binds: Vec<Bind<'_>> = cells.iter().map(Bind).collect();
                 tx.prepare_cached(&codec::update_sql(*columns, mark))?
                     .execute(rusqlite::params_from_iter(binds))?;

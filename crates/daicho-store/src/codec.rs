@@ -335,18 +335,6 @@ impl Columns {
     /// Every column but `num` (which picks the row and never changes).
     pub const ALL: Columns = Columns(((1u32 << TASK_COLUMNS.len()) - 1) & !1);
 
-    /// The columns whose cells differ between two versions of a row (`num` never counts: it
-    /// picks the row).
-    pub fn changed(before: &Task, after: &Task) -> Columns {
-        let mut set = 0u32;
-        for (i, (old, new)) in encode(before).iter().zip(encode(after).iter()).enumerate().skip(1) {
-            if old != new {
-                set |= 1 << i;
-            }
-        }
-        Columns(set)
-    }
-
     /// Whether no column is in the set.
     pub fn is_empty(self) -> bool {
         self.0 == 0
@@ -358,7 +346,7 @@ impl Columns {
     }
 }
 
-/// Writes `columns` of an existing row, with [`update_cells`] as parameters: the first, `num`,
+/// Writes `columns` of an existing row, with [`update_of`]'s cells as parameters: the first, `num`,
 /// picks the row. Only the cells that changed are written, so that an index over columns that
 /// did not change (the key, the project, the view's order) is not rewritten, and a commit
 /// touches fewer pages (I5).
@@ -368,12 +356,19 @@ pub fn update_sql(columns: Columns, mark: Placeholder) -> String {
     format!("UPDATE task SET {} WHERE num = {}", sets.join(", "), mark(1))
 }
 
-/// The parameters of [`update_sql`]: the row's `num`, then the cells of `columns` in order.
-pub fn update_cells(task: &Task, columns: Columns) -> Vec<Cell> {
-    let mut cells = encode(task);
-    let mut keep = (0..cells.len()).map(|i| i == 0 || columns.0 & (1 << i) != 0);
-    cells.retain(|_| keep.next().unwrap_or(false));
-    cells
+/// The update of a row from `before` to `after`: the columns whose cells differ (`num` never
+/// counts: it picks the row), and the parameters of [`update_sql`] for them — the row's `num`,
+/// then those cells in order. Each version is encoded once.
+pub fn update_of(before: &Task, after: &Task) -> (Columns, Vec<Cell>) {
+    let mut set = 0u32;
+    let mut cells = vec![Cell::BigInt(Some(after.id.num() as i64))];
+    for (i, (old, new)) in encode(before).into_iter().zip(encode(after)).enumerate().skip(1) {
+        if old != new {
+            set |= 1 << i;
+            cells.push(new);
+        }
+    }
+    (Columns(set), cells)
 }
 
 /// Sets a row's `unmet_deps` from its edges: deps missing or not `done`/`dropped`. `id` is the
@@ -581,7 +576,7 @@ mod tests {
         after.result = "ok".into();
         after.lease = None;
         after.updated_at = now + SignedDuration::from_secs(1);
-        let columns = Columns::changed(&before, &after);
+        let (columns, cells) = update_of(&before, &after);
         let names: Vec<&str> = columns.iter().map(|i| TASK_COLUMNS[i].0).collect();
         assert_eq!(names, ["status", "result", "lease_owner", "lease_expires_at", "updated_at"]);
         assert_eq!(
@@ -589,7 +584,6 @@ mod tests {
             "UPDATE task SET status = $2, result = $3, lease_owner = $4, lease_expires_at = $5, \
              updated_at = $6 WHERE num = $1"
         );
-        let cells = update_cells(&after, columns);
         assert_eq!(cells.len(), 1 + names.len());
         assert_eq!(cells[0], Cell::BigInt(Some(42)));
         let mut row = encode(&before);
@@ -597,7 +591,7 @@ mod tests {
             row[i] = cell;
         }
         assert_eq!(decode(row).expect("decodes"), after);
-        assert!(Columns::changed(&after, &after).is_empty());
+        assert!(update_of(&after, &after).0.is_empty());
         assert_eq!(Columns::ALL.iter().count(), TASK_COLUMNS.len() - 1);
     }
 

@@ -12,11 +12,15 @@ use daicho_core::{Actor, Plan, Status, Task, TaskId};
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 
-use crate::codec::Columns;
+use crate::codec::{Cell, Columns, update_of};
 use crate::states::JournalKind;
 use crate::{Batch, PurgeReport, RestoreReport, Result, StoreError};
 
 /// One write to make, in the order a plan lists them.
+// An insert carries its whole row, as an update did before it carried only its changed cells;
+// the writes are applied as they are made (`plan_upsert` yields them one at a time), so boxing
+// the row would cost an allocation each and save nothing held.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum RowWrite {
     /// Insert a new row with its count of unmet deps, and its edges in `task_dep`.
@@ -26,13 +30,14 @@ pub enum RowWrite {
         /// Its deps missing or not `done`/`dropped`.
         unmet_deps: u32,
     },
-    /// Write the `columns` of an existing row (not `unmet_deps`) from `task`: the cells that
-    /// changed ([`RowWrite::update`]).
+    /// Write the `columns` of an existing row (not `unmet_deps`): the cells that changed
+    /// ([`RowWrite::update`]).
     Update {
-        /// The row as it is to be stored.
-        task: Task,
-        /// The cells to write.
+        /// The columns to write.
         columns: Columns,
+        /// The parameters of [`crate::codec::update_sql`]: the row's number, then the new cells
+        /// of `columns` in order.
+        cells: Vec<Cell>,
     },
     /// Replace a row's edges in `task_dep` and recount its `unmet_deps` from them.
     Redeps {
@@ -57,7 +62,8 @@ pub enum RowWrite {
 impl RowWrite {
     /// The update of a row from `before` to `after`: the cells that changed.
     pub fn update(before: &Task, after: &Task) -> RowWrite {
-        RowWrite::Update { task: after.clone(), columns: Columns::changed(before, after) }
+        let (columns, cells) = update_of(before, after);
+        RowWrite::Update { columns, cells }
     }
 }
 
