@@ -165,7 +165,7 @@ pub(crate) async fn finish_many_in(tx: &Transaction<'_>, finishes: &[Finish]) ->
             }
         };
         ends.push(before, &plan)?;
-        let after = plan.after;
+        let after = daicho_store::codec::as_stored(plan.after);
         current.insert(after.id, after.clone());
         out.push(Ok(after));
     }

@@ -51,33 +51,62 @@ pub(crate) fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<Claim
     if let Some(reason) = paused_in(tx)? {
         return Ok(ClaimOutcome::Paused(reason));
     }
-    let Some(before) = get_task(tx, req.id)? else {
-        return Ok(ClaimOutcome::NotClaimable);
+    claim_row_in(tx, req, None)
+}
+
+/// The claim's statement: the row taken if it is still ready (and ▶ ticked, and approved, when
+/// the request requires it), and read back as it now is. Built once, not per claim.
+static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "UPDATE task SET status = 'running', run = 0, approved_by = '', run_at = ?2, \
+         attempt = attempt + 1, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?2 \
+         WHERE num = ?1 AND {} AND (?5 = 0 OR run = 1) \
+         AND (?6 = 0 OR (run = 1 AND approved_by <> '')) RETURNING {}",
+        daicho_store::codec::ready_where("?2"),
+        rows::COLUMNS
+    )
+});
+
+/// [`claim_in`] once the kill switch has been looked at in this transaction: `before` is the
+/// row as this transaction last read it, if the caller has it (`claim_next` read it in the
+/// head), else it is read here.
+pub(crate) fn claim_row_in(
+    tx: &Transaction<'_>,
+    req: &ClaimRequest,
+    before: Option<&Task>,
+) -> Result<ClaimOutcome> {
+    let read;
+    let before = match before {
+        Some(task) => task,
+        None => match get_task(tx, req.id)? {
+            Some(task) => {
+                read = task;
+                &read
+            }
+            None => return Ok(ClaimOutcome::NotClaimable),
+        },
     };
     let now = micros(req.now);
-    let changed = tx
-        .prepare_cached(&format!(
-            "UPDATE task SET status = 'running', run = 0, approved_by = '', run_at = ?2, \
-             attempt = attempt + 1, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?2 \
-             WHERE num = ?1 AND {} AND (?5 = 0 OR run = 1) \
-             AND (?6 = 0 OR (run = 1 AND approved_by <> ''))",
-            daicho_store::codec::ready_where("?2")
-        ))
+    let after = tx
+        .prepare_cached(&CLAIM_SQL)
         .and_then(|mut s| {
-            s.execute(params![
-                req.id.num() as i64,
-                now,
-                req.worker,
-                micros(req.now + req.lease),
-                req.require_run,
-                req.require_approval
-            ])
+            s.query_row(
+                params![
+                    req.id.num() as i64,
+                    now,
+                    req.worker,
+                    micros(req.now + req.lease),
+                    req.require_run,
+                    req.require_approval
+                ],
+                rows::read_task,
+            )
+            .optional()
         })
         .map_err(backend)?;
-    if changed == 0 {
+    let Some(after) = after else {
         return Ok(ClaimOutcome::NotClaimable);
-    }
-    let after = get_task(tx, req.id)?.ok_or(StoreError::NotFound(req.id))?;
+    };
     tx.prepare_cached(
         "INSERT INTO run (task, attempt, worker, action, started, idempotency_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )
@@ -93,7 +122,7 @@ pub(crate) fn claim_in(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<Claim
     })
     .map_err(backend)?;
     let actor = Actor::Worker(req.worker.clone()).to_string();
-    let entry = JournalWrite::change(req.now, &before, &after, &actor, JournalKind::Claim, None)?;
+    let entry = JournalWrite::change(req.now, before, &after, &actor, JournalKind::Claim, None)?;
     rows::journal(tx, &entry).map_err(backend)?;
     Ok(ClaimOutcome::Claimed(Box::new(after)))
 }
@@ -154,7 +183,10 @@ pub(crate) fn finish_in(tx: &Transaction<'_>, finish: &Finish) -> Result<Task> {
     let before = get_task(tx, finish.id)?.ok_or(StoreError::NotFound(finish.id))?;
     let plan = daicho_store::ends::plan_finish(&before, finish)?;
     write_plan(tx, &before, &plan, finish.now)?;
-    get_task(tx, finish.id)?.ok_or(StoreError::NotFound(finish.id))
+    // The row as written, not read again (a read per run's end); debug builds read it to check.
+    let after = daicho_store::codec::as_stored(plan.after);
+    debug_assert_eq!(get_task(tx, finish.id).ok().flatten().as_ref(), Some(&after), "the row as written");
+    Ok(after)
 }
 
 /// Writes a run's end: the row, its dependents' counters, the journal and the run record.

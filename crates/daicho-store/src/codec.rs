@@ -441,6 +441,21 @@ pub fn encode(t: &Task) -> Vec<Cell> {
     ]
 }
 
+/// `task` as the ledger gives it back once written: its times to the microsecond, the columns'
+/// precision, everything else as it is. A write that knows the row it wrote returns this instead
+/// of reading the row again (`decode(encode(t)) == as_stored(t)`, a test holds it).
+pub fn as_stored(mut task: Task) -> Task {
+    let stored = |t: Timestamp| Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t);
+    task.not_before = task.not_before.map(stored);
+    task.run_at = task.run_at.map(stored);
+    task.created_at = stored(task.created_at);
+    task.updated_at = stored(task.updated_at);
+    if let Some(lease) = &mut task.lease {
+        lease.expires_at = stored(lease.expires_at);
+    }
+    task
+}
+
 /// A row read as [`TASK_COLUMNS`] cells, as a [`Task`].
 ///
 /// # Errors
@@ -560,6 +575,26 @@ mod tests {
         assert_eq!(decode(cells).expect("decodes"), task);
         let names: Vec<&str> = TASK_COLUMNS.iter().map(|(n, _)| *n).collect();
         assert_eq!(names.join(", "), COLUMNS.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+
+    /// I5: a row with times finer than a microsecond comes back from its cells as `as_stored`
+    /// gives it, every time field truncated, nothing else touched.
+    #[test]
+    fn i5_a_row_as_stored_is_the_row_its_cells_give_back() {
+        let now =
+            Timestamp::from_second(1_700_000_000).expect("time") + SignedDuration::from_nanos(123_456_789);
+        let mut task = Task::new(TaskId::with_width(9, 4), "write", "src", now);
+        task.not_before = Some(now + SignedDuration::from_nanos(1_001));
+        task.run_at = Some(now + SignedDuration::from_nanos(999));
+        task.updated_at = now + SignedDuration::from_nanos(5);
+        task.lease = Some(Lease { owner: "w".into(), expires_at: now + SignedDuration::from_nanos(7_777) });
+        task.deps = vec![TaskId::new(3)];
+        task.tags = Tags::parse_list("ai");
+        let back = decode(encode(&task)).expect("decodes");
+        assert_ne!(back, task, "the nanoseconds are not kept");
+        assert_eq!(as_stored(task.clone()), back);
+        assert_eq!(back.created_at.subsec_nanosecond(), 123_456_000);
+        assert_eq!(as_stored(back.clone()), back, "a stored row is stored already");
     }
 
     /// I5: an update writes only the cells that changed, and writing them over the row before
