@@ -394,7 +394,9 @@ pub struct ClaimRequest {
 
 /// Decides, of a window of the ready set in run order, which rows a worker would claim and how:
 /// the requests, in the order to try them; none to read a wider window ([`Store::claim_next`]).
-/// It runs wherever the store reads the rows, so it owns everything it needs.
+/// It runs wherever the store reads the rows, so it owns everything it needs; it decides from
+/// the rows it is shown alone, since a store may show it the same head again (SQLite runs a
+/// claim again when a write it shared a commit with failed).
 pub type Pick = Box<dyn FnMut(&[Task]) -> Vec<ClaimRequest> + Send>;
 
 /// What [`Store::claim_next`] did.
