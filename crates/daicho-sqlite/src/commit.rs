@@ -4,9 +4,10 @@
 //! a patch waited up to 11 s).
 //!
 //! A write is queued; the first writer to find no leader becomes it, on a blocking thread, and
-//! runs queued writes, up to [`MAX_BATCH`] per transaction, each inside a savepoint of its own:
-//! a write that fails (or panics) is rolled back to its savepoint and answered with its error,
-//! the others in its commit are untouched. Nobody is answered `Ok` before the commit that holds
+//! runs queued writes, up to [`MAX_BATCH`] per transaction: first with no savepoints, and when
+//! one fails (or panics), rolled back and run again each inside a savepoint of its own, so the
+//! write that fails is rolled back to its savepoint and answered with its error and the others
+//! in its commit are untouched (a write is `FnMut`, a function of the transaction alone). Nobody is answered `Ok` before the commit that holds
 //! the write is durable; when the commit (or `BEGIN`) fails, every write of it gets the error.
 //! When SQLite itself ends the transaction inside a write (a full disk, an I/O error), the
 //! writes before it in the batch are lost with it: they are answered with that error, and the
@@ -40,8 +41,8 @@ pub(crate) trait Write: Send {
     /// Takes the write for a batch; false when its caller withdrew it first (its wait ran out),
     /// and then it never runs.
     fn take(&self) -> bool;
-    /// Runs the write inside the batch's transaction (in a savepoint of its own); true when it
-    /// succeeded and its savepoint is kept.
+    /// Runs the write inside the batch's transaction (again, after a rollback, when a write it
+    /// shared the transaction with failed); true when it succeeded.
     fn run(&mut self, tx: &Transaction<'_>) -> bool;
     /// Answers the caller once the commit's outcome is known: the write's own error, or its
     /// value when `committed` is `Ok`, or `committed`'s error (also when it never ran).
