@@ -7,8 +7,9 @@
 //! runs queued writes, up to [`MAX_BATCH`] per transaction: first with no savepoints, and when
 //! one fails (or panics), rolled back and run again each inside a savepoint of its own, so the
 //! write that fails is rolled back to its savepoint and answered with its error and the others
-//! in its commit are untouched (a write is `FnMut`, a function of the transaction alone). Nobody is answered `Ok` before the commit that holds
-//! the write is durable; when the commit (or `BEGIN`) fails, every write of it gets the error.
+//! in its commit are untouched (a write is `FnMut`, a function of the transaction alone).
+//! Nobody is answered `Ok` before the commit that holds the write is durable; when the commit
+//! (or `BEGIN`) fails, every write of it gets the error.
 //! When SQLite itself ends the transaction inside a write (a full disk, an I/O error), the
 //! writes before it in the batch are lost with it: they are answered with that error, and the
 //! writes not yet run go on in the next transaction.
