@@ -58,6 +58,7 @@ macro_rules! store_contract_tests {
             s1_concurrent_claims_of_one_row_give_it_once,
             i5_claims_of_the_same_head_take_different_rows_in_one_write_each,
             i5_claim_next_claims_the_first_row_its_pick_takes_in_run_order,
+            i5_a_claim_and_a_run_end_return_the_row_as_stored,
             i5_run_ends_side_by_side_keep_a_shared_dependents_count_exact,
             s3_three_failures_park_the_row,
             s4_an_expired_lease_counts_one_failure_once,
@@ -866,6 +867,29 @@ pub async fn s1_claim_is_committed_before_the_run_and_fenced_by_attempt<B: Backe
     let kinds: Vec<&str> =
         store.journal(id).await.expect("journal").into_iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(kinds, ["add", "claim", "finish"]);
+}
+
+/// I5: what a claim and a run's end return is the row as the ledger then gives it back, even
+/// when their times are finer than the columns keep (a store may return the row it wrote rather
+/// than read it again).
+pub async fn i5_a_claim_and_a_run_end_return_the_row_as_stored<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let ids = store.upsert(person_batch(vec![item("fine"), item("finer")])).await.expect("upsert").added;
+    let fine = t0() + SignedDuration::from_nanos(123_456_789);
+    for (n, id) in ids.into_iter().enumerate() {
+        let task = claimed(&store, claim_request(id, "w1", fine)).await;
+        assert_eq!(Some(&task), store.get(id).await.expect("get").as_ref(), "the claim's row");
+        let end = Finish {
+            now: fine + SignedDuration::from_nanos(987_654_321),
+            ..finish(&task, "w1", success(Status::Done))
+        };
+        let done = match n {
+            0 => store.finish(end).await.expect("finish"),
+            _ => store.finish_many(vec![end]).await.expect("finish").remove(0).expect("finished"),
+        };
+        assert_eq!(done.status, Status::Done);
+        assert_eq!(Some(&done), store.get(id).await.expect("get").as_ref(), "the run end's row");
+    }
 }
 
 /// S1: many concurrent claims of one row: exactly one wins.
