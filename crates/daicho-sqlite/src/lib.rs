@@ -92,8 +92,9 @@ struct Inner {
     idle: Mutex<Vec<Connection>>,
     /// Writes waiting for their (shared) commit.
     writes: commit::Queue,
-    /// The last claim scope's head query ([`Store::claim_next`]): a worker claims with the same
-    /// scope over and over, and building the statement's text was a few per cent of a claim.
+    /// The last claim scope's head query ([`Store::claim_next`], [`Store::ready_head`]): a worker
+    /// claims with the same scope over and over, and building the statement's text was a few per
+    /// cent of a claim.
     head_sql: Mutex<Option<(ClaimScope, Arc<str>)>>,
 }
 
@@ -719,9 +720,12 @@ impl Store for SqliteStore {
     }
 
     async fn ready_head(&self, now: Timestamp, scope: Option<ClaimScope>, limit: usize) -> Result<Vec<Task>> {
+        let sql = match scope {
+            Some(scope) => self.head_sql(scope),
+            None => codec::ready_head_sql("?1", "?2", None).into(),
+        };
         self.read(move |tx| {
-            let mut stmt =
-                tx.prepare_cached(&codec::ready_head_sql("?1", "?2", scope.as_ref())).map_err(backend)?;
+            let mut stmt = tx.prepare_cached(&sql).map_err(backend)?;
             stmt.query_map(params![now.as_microsecond(), limit as i64], read_task)
                 .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Task>>>())
                 .map_err(backend)
