@@ -64,7 +64,8 @@ pub fn supervisor() -> Option<&'static Path> {
     SUPERVISOR.get().map(PathBuf::as_path)
 }
 
-/// How often the supervisor looks at the executor and the control pipe.
+/// How often the supervisor looks at the executor and the control pipe when the kernel cannot
+/// tell it the moment the executor ends (no `pidfd_open`, Linux before 5.3).
 const TICK: Duration = Duration::from_millis(20);
 
 /// The first call of the `daicho` binary. When this process was started as a supervisor
@@ -123,6 +124,9 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     // The run's output belongs to the executor: the supervisor keeps no copy of the pipes, so
     // daicho sees end of file when the run's last process closes them.
     detach_stdio();
+    // The executor's end wakes the wait at once (a process file descriptor is readable when the
+    // process has ended), so a short run is not held up to a tick.
+    let ended = rustix::process::pidfd_open(leader, rustix::process::PidfdFlags::empty()).ok();
     loop {
         if let Some(status) = reap(leader) {
             kill_descendants();
@@ -136,7 +140,7 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             }
             return status.exit_status().unwrap_or(1);
         }
-        if control_closed(control) {
+        if control_closed(control, ended.as_ref().map(AsFd::as_fd)) {
             kill_descendants();
             reap_all();
             return 137;
@@ -190,14 +194,18 @@ pub fn frame_input(input: &[u8]) -> Vec<u8> {
     framed
 }
 
-/// Waits up to one tick for the control pipe; whether it reached end of file (or failed).
-fn control_closed(control: BorrowedFd<'_>) -> bool {
+/// Waits for the control pipe, or for the executor's end when `ended` (its process file
+/// descriptor) is given, for at most one tick; whether the control pipe reached end of file (or
+/// failed).
+fn control_closed(control: BorrowedFd<'_>, ended: Option<BorrowedFd<'_>>) -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec};
 
-    let mut fds = [PollFd::new(&control, PollFlags::IN)];
     let tick = Timespec { tv_sec: 0, tv_nsec: TICK.as_nanos() as _ };
+    let mut fds = vec![PollFd::new(&control, PollFlags::IN)];
+    fds.extend(ended.as_ref().map(|fd| PollFd::new(fd, PollFlags::IN)));
     match rustix::event::poll(&mut fds, Some(&tick)) {
         Ok(0) => false,
+        Ok(_) if fds[0].revents().is_empty() => false,
         Ok(_) => {
             // Readable means end of file: daicho never writes to the pipe.
             let mut byte = [0u8; 1];
