@@ -443,6 +443,39 @@ impl<S: Store + 'static> Engine<S> {
         }
     }
 
+    /// Records run ends whose copies are in the spool: when the ledger fails to record them, or
+    /// has not within [`spool::SYNC_AFTER`], the copies are synced to disk first (S14: finished
+    /// work outlasts the store's outage and a loss of power during it).
+    async fn finish_spooled(
+        &self,
+        finishes: Vec<Finish>,
+    ) -> Result<Vec<Result<Task, StoreError>>, StoreError> {
+        let Some(spool) = self.spool.clone() else { return self.store.finish_many(finishes).await };
+        let runs: Vec<(TaskId, u32)> = finishes.iter().map(|f| (f.id, f.attempt)).collect();
+        let persist = || {
+            let (spool, runs) = (spool.clone(), runs.clone());
+            async move {
+                match tokio::task::spawn_blocking(move || spool.persist(&runs)).await {
+                    Ok(Ok(())) => {}
+                    failed => tracing::warn!("the spooled run ends could not be synced: {failed:?}"),
+                }
+            }
+        };
+        let recording = self.store.finish_many(finishes);
+        tokio::pin!(recording);
+        let ended = tokio::select! {
+            ended = &mut recording => ended,
+            () = tokio::time::sleep(spool::SYNC_AFTER) => {
+                persist().await;
+                recording.await
+            }
+        };
+        if ended.is_err() {
+            persist().await;
+        }
+        ended
+    }
+
     /// Lets the operator stop the engine's runs through `stop` (S14).
     pub fn with_stop(mut self, stop: tokio::sync::watch::Receiver<Stop>) -> Engine<S> {
         self.stop = stop;
@@ -881,7 +914,7 @@ impl<S: Store + 'static> Engine<S> {
             after.push((found, push_error));
             reports.push((report, true));
         }
-        let ends = if finishes.is_empty() { Vec::new() } else { self.store.finish_many(finishes).await? };
+        let ends = if finishes.is_empty() { Vec::new() } else { self.finish_spooled(finishes).await? };
         // Ends and what follows them come back in the order the recorded runs were pushed.
         let mut ends = ends.into_iter().zip(after);
         let mut out = Vec::with_capacity(reports.len());

@@ -1,8 +1,12 @@
 //! The run-end spool (S14, D3): finished work is not thrown away.
 //!
 //! When an executor ends, its outcome is written to a file of this machine's spool directory
-//! (written whole, synced, renamed into place) before the finish is committed, and removed once
-//! the ledger has recorded it. If daicho dies in between — a crash, a kill, the store out of
+//! (written whole, renamed into place) before the finish is committed, and removed once the
+//! ledger has recorded it. The file is not synced to disk while the finish commits as usual: a
+//! crash or a kill of daicho leaves it in the page cache, where the next daicho finds it, and a
+//! run costs one fsync (its commit's), not three. Only when the ledger does not record the end
+//! promptly — the finish fails, or has not committed within [`SYNC_AFTER`] — is the file
+//! synced, with its directory ([`Spool::persist`]), so that it outlasts a loss of power too. If daicho dies in between — a crash, a kill, the store out of
 //! reach for longer than the process lived — the next daicho on this machine that sweeps, works
 //! or runs reads the spool first and records each end whose attempt is still current, fenced as
 //! every finish is (same attempt, same worker). A run that finished is recorded, not counted as
@@ -10,9 +14,13 @@
 //! or it was recorded after all) are dropped.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use daicho_core::{Status, TaskId};
 use serde::{Deserialize, Serialize};
+
+/// How long a finish may take to commit before the spooled ends it records are synced to disk.
+pub const SYNC_AFTER: Duration = Duration::from_secs(1);
 
 /// One spooled run end.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,8 +94,8 @@ impl Spool {
         self.dir.join(format!("{task}-{attempt}.json"))
     }
 
-    /// Writes an end durably: a temporary file, synced, renamed into place, the directory
-    /// synced.
+    /// Writes an end: a temporary file, renamed into place (whole or not at all). It survives a
+    /// crash of this process; [`Spool::persist`] makes it survive the machine's.
     ///
     /// # Errors
     ///
@@ -100,10 +108,32 @@ impl Spool {
         let temp = self.dir.join(format!(".{task}-{}.{}.tmp", end.attempt, std::process::id()));
         let mut file = std::fs::File::create(&temp)?;
         file.write_all(&serde_json::to_vec(end).map_err(std::io::Error::other)?)?;
-        file.sync_all()?;
         drop(file);
-        std::fs::rename(&temp, &path)?;
-        std::fs::File::open(&self.dir)?.sync_all()
+        std::fs::rename(&temp, &path)
+    }
+
+    /// Syncs the spooled ends of `runs` (task, attempt) to disk, and the directory that names
+    /// them: for ends the ledger has not recorded promptly. An end already removed is skipped.
+    ///
+    /// # Errors
+    ///
+    /// The file system's error.
+    pub fn persist(&self, runs: &[(TaskId, u32)]) -> std::io::Result<()> {
+        let mut synced = false;
+        for &(task, attempt) in runs {
+            match std::fs::File::open(self.path(task, attempt)) {
+                Ok(file) => {
+                    file.sync_all()?;
+                    synced = true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if synced {
+            std::fs::File::open(&self.dir)?.sync_all()?;
+        }
+        Ok(())
     }
 
     /// Removes an end once the ledger has recorded it (or it is no longer current).
@@ -152,6 +182,7 @@ mod tests {
             },
         };
         spool.put(TaskId::new(42), &end).expect("put");
+        spool.persist(&[(TaskId::new(42), 2), (TaskId::new(43), 1)]).expect("synced, one of them gone");
         std::fs::write(spool.dir().join("garbage.json"), "{").expect("write");
         let (ends, bad) = spool.list();
         assert_eq!(ends, [end]);

@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use tokio::task::JoinSet;
 
 use crate::executor::{ExecOutcome, RunContext};
-use crate::{ActionConfig, Engine, Performed, RunReport, RunResult, Stop, exec};
+use crate::{ActionConfig, Ended, Engine, Performed, RunReport, RunResult, Stop, exec};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -178,6 +178,13 @@ impl<S: Store + 'static> Engine<S> {
                             .push(joined.map_err(|e| StoreError::backend(format!("a run panicked: {e}")))?),
                         Ok(None) | Err(_) => break,
                     }
+                }
+            }
+            // A run that just failed is not claimed again by the claim that shares the commit
+            // of its end (S3: no self-retry): it is "failed here" before that claim is planned.
+            for performed in &ended {
+                if matches!(performed.outcome, Ended::Ran(ExecOutcome::Failure { .. })) {
+                    failed_here.insert(performed.ctx.task.id, Instant::now());
                 }
             }
             let draining = self.stop_level() >= Stop::Drain;

@@ -495,6 +495,109 @@ fn i5_add_and_set_sync_their_commit_once_and_do_not_checkpoint_on_close() {
     }
 }
 
+/// A configuration whose one automatic action runs `script`, for `--once` workers.
+fn quick_action(ledger: &Ledger, script: &str) {
+    let script = ledger.script("quick.sh", script);
+    ledger.file(
+        "daicho.toml",
+        format!("[[action]]\nname = \"quick\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\non_success = \"done\"\n"),
+    );
+    for n in 0..5 {
+        ledger.run(&["add", &format!("quick {n}"), "--action", "quick", "--tag", "ai"]).ok();
+    }
+}
+
+/// S3: a worker never retries a run that failed on its own: the claim that shares the commit of
+/// the failure's end does not take the row it just put back to `pending`. Five failing tasks,
+/// `worker --once`: each ran once and counts one failure (each ran twice, back to back).
+#[test]
+fn s3_a_worker_does_not_claim_again_the_run_that_just_failed() {
+    let ledger = Ledger::new();
+    quick_action(&ledger, "cat > /dev/null\necho \"ran $DAICHO_IDEMPOTENCY_KEY\" >> \"$LOG\"\nexit 1\n");
+    ledger.run(&["worker", "--once", "--json"]);
+    let mut runs = ledger.log_lines();
+    runs.sort();
+    let want: Vec<String> = (1..=5).map(|n| format!("ran T-000{n}:1")).collect();
+    assert_eq!(runs, want, "one run each");
+    for task in ledger.tasks() {
+        assert_eq!((task.status.as_str(), task.failures, task.attempt), ("pending", 1, 1), "{}", task.id);
+    }
+}
+
+/// I5, S14: a worker's run costs the one fsync of its commit: its end goes to the spool (where a
+/// crash of daicho leaves it for the next daicho) without syncing the file or the spool's
+/// directory, and is removed once recorded.
+#[test]
+fn i5_s14_a_worker_syncs_each_run_once_and_spools_its_end_unsynced() {
+    let ledger = Ledger::new();
+    quick_action(&ledger, "cat > /dev/null\necho ok\n");
+    let (output, calls) = ledger.traced("fsync,fdatasync", &["worker", "--once", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(ledger.tasks().iter().all(|t| t.status == "done"), "{:?}", ledger.tasks());
+    let syncs = syncs(&calls);
+    assert!(!syncs.iter().any(|l| l.contains(".spool")), "the spool is not synced:\n{syncs:#?}");
+    // Five runs: the first claim, four ends each with the next claim, the last end; and at most
+    // two commits of upkeep.
+    assert!((6..=8).contains(&syncs.len()), "{} syncs for 5 runs:\n{syncs:#?}", syncs.len());
+    let spool = ledger.dir.path().join(".daicho/ledger.db.spool");
+    assert_eq!(std::fs::read_dir(&spool).map_or(0, |d| d.count()), 0, "recorded ends leave the spool");
+}
+
+/// S14, D3: a run's end the ledger cannot record promptly (its write lock held by another
+/// process for 3 s) is synced to disk in the spool, file and directory, before it is recorded,
+/// so that it outlasts a loss of power during the outage.
+#[test]
+fn s14_an_end_the_ledger_does_not_record_promptly_is_synced_in_the_spool() {
+    let ledger = Ledger::new();
+    quick_action(&ledger, "cat > /dev/null\ntouch \"$LOG.started\"\nsleep 0.5\necho ok\n");
+    for n in 1..5 {
+        ledger.run(&["set", &format!("T-000{}", n + 1), "--status", "dropped"]).ok();
+    }
+    let trace = ledger.dir.path().join("trace.txt");
+    let daicho = ledger.command(&["worker", "--once", "--json"]);
+    let env: Vec<_> = daicho.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))).collect();
+    let mut traced = std::process::Command::new("strace")
+        .args(["-f", "-y", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(&trace)
+        .arg(daicho.get_program())
+        .args(daicho.get_args())
+        .current_dir(ledger.dir.path())
+        .envs(env)
+        .env_remove("DAICHO_DB")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strace runs (Debian package strace)");
+    let started = ledger.dir.path().join("executors.log.started");
+    wait_for("the run to start", Duration::from_secs(20), || started.exists());
+    let db = ledger.dir.path().join(".daicho/ledger.db");
+    let held = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); \
+             c.execute('BEGIN IMMEDIATE'); time.sleep(3); c.execute('COMMIT')",
+        ])
+        .arg(&db)
+        .status()
+        .expect("python3 holds the write lock");
+    assert!(held.success());
+    let status = traced.wait().expect("the worker ends");
+    assert!(status.success(), "the worker failed");
+    let calls: Vec<String> =
+        std::fs::read_to_string(&trace).expect("trace").lines().map(str::to_owned).collect();
+    let syncs = syncs(&calls);
+    let file = syncs.iter().position(|l| l.contains("ledger.db.spool/T-0001-1.json>"));
+    let dir = syncs.iter().position(|l| l.contains("ledger.db.spool>"));
+    let recorded = syncs.iter().rposition(|l| l.contains("ledger.db-wal"));
+    assert!(
+        matches!((file, dir, recorded), (Some(f), Some(d), Some(r)) if f < d && d < r),
+        "the spooled end, then its directory, synced before the commit that records it:\n{syncs:#?}"
+    );
+    let task = &ledger.tasks()[0];
+    assert_eq!((task.status.as_str(), task.attempt), ("done", 1));
+}
+
 /// I5, D3: the entries a commit depends on are durable before it is answered: `init` of a new
 /// ledger, and the first change after another tool removed the WAL (a `sqlite3` shell that
 /// checkpoints on close), sync the ledger's directory before the WAL's commit.
