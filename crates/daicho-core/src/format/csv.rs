@@ -110,12 +110,8 @@ fn each_record<H>(
     let whole = text.len();
     let text = crate::error::without_bom(text);
     let bom = whole - text.len();
-    if let Some(line) = unterminated_quote(text) {
-        return Err(InputError::new(
-            file,
-            Some(line),
-            "unterminated quote: the quoted field opened here never closes",
-        ));
+    if let Some((line, reason)) = quote_error(text) {
+        return Err(InputError::new(file, Some(line), reason));
     }
     let mut reader =
         ::csv::ReaderBuilder::new().has_headers(true).flexible(false).from_reader(text.as_bytes());
@@ -283,12 +279,14 @@ impl Lines<'_> {
     }
 }
 
-/// The line of a quoted field that never closes, if there is one (the CSV reader would take
-/// the rest of the file as its value). A quote opens a field only at the field's start; inside
-/// one, `""` is a quote character.
-fn unterminated_quote(text: &str) -> Option<usize> {
+/// The line and reason of a quoted field the CSV reader would mangle, if there is one (RFC
+/// 4180): one that never closes (the reader would take the rest of the file as its value), and
+/// text after a closing quote before the delimiter or the line's end (`"a"b` would read `ab`,
+/// `"a"b"c` would read `ab"c`). A quote opens a field only at the field's start; inside one,
+/// `""` is a quote character; a quote inside an unquoted field is text.
+fn quote_error(text: &str) -> Option<(usize, &'static str)> {
     let (mut line, mut opened_at) = (1, 0);
-    let (mut quoted, mut field_start) = (false, true);
+    let (mut quoted, mut field_start, mut closed) = (false, true, false);
     let mut bytes = text.bytes().peekable();
     while let Some(b) = bytes.next() {
         if quoted {
@@ -296,18 +294,26 @@ fn unterminated_quote(text: &str) -> Option<usize> {
                 if bytes.peek() == Some(&b'"') {
                     bytes.next();
                 } else {
-                    quoted = false;
+                    (quoted, closed) = (false, true);
                 }
             }
+        } else if closed && !matches!(b, b',' | b'\n' | b'\r') {
+            return Some((
+                line,
+                "stray quote: text after the closing quote of a quoted field (a quote inside one is written \"\")",
+            ));
         } else if b == b'"' && field_start {
             (quoted, opened_at) = (true, line);
         }
         if b == b'\n' {
             line += 1;
         }
+        if !quoted && b != b'"' {
+            closed = false;
+        }
         field_start = !quoted && matches!(b, b',' | b'\n' | b'\r');
     }
-    quoted.then_some(opened_at)
+    quoted.then_some((opened_at, "unterminated quote: the quoted field opened here never closes"))
 }
 
 /// Sets a ledger column of an item from a cell.
@@ -465,5 +471,32 @@ mod tests {
         // Doubled quotes inside a quoted field, and a quote inside an unquoted one, are fine.
         let ok = parse("title,body\n\"say \"\"hi\"\"\",5\" tall\n", "s.csv", &defaults()).unwrap();
         assert_eq!((ok[0].title.as_str(), ok[0].body.as_str()), ("say \"hi\"", "5\" tall"));
+    }
+
+    #[test]
+    fn x4_text_after_a_closing_quote_is_refused_at_its_line() {
+        let cases = [
+            ("title,body\n\"a\"b\"c,x\n", 2),
+            ("title\n\"ok\"x\n", 2),
+            ("title\nfine\n\"ok\" \n", 3),
+            ("title,body\r\nfine,x\r\n\"two\r\nlines\"x,y\r\n", 4),
+            ("title,body\na,\"b\"\"\"c\n", 2),
+        ];
+        for (text, line) in cases {
+            let err = parse(text, "s.csv", &defaults()).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "s.csv:{line}: stray quote: text after the closing quote of a quoted field (a quote inside one is written \"\")"
+                ),
+                "{text:?}"
+            );
+            assert!(table(text, "s.csv").is_err(), "{text:?}");
+        }
+        // Quoted fields that close before their delimiter, the line end or the file's end are fine.
+        let ok =
+            parse("title,body\n\"x\",\"a\"\"b\"\n\"c, d\",\"\"\r\n\"e\",f", "s.csv", &defaults()).unwrap();
+        let cells: Vec<(&str, &str)> = ok.iter().map(|i| (i.title.as_str(), i.body.as_str())).collect();
+        assert_eq!(cells, [("x", "a\"b"), ("c, d", ""), ("e", "f")]);
     }
 }

@@ -7,14 +7,21 @@
 //! `- [x]` is done. A segment `key:value` sets a field (Japanese or English key); `🤖` or
 //! `【夜間AI可】` anywhere after the id is tag `ai`; `⚠️` followed within 25 characters by `対外`,
 //! `承認必須`, `不可逆`, `支出`, `本番` or `external` is tag `external`. Any other segment is a
-//! free tag. Lines that are not `- [ ]` / `- [x]` list items (headings, prose, links) are
-//! ignored. In values, `\|`, `\\` and `\n` stand for `|`, `\` and a line break.
+//! free tag, but a segment of several words right after the title (`compare A | B options`) is
+//! still the title's text: a tag is one word. Lines that are not `- [ ]` / `- [x]` list items
+//! (headings, prose, links) are ignored. In the title and values, `\|`, `\\` and `\n` stand for
+//! `|`, `\` and a line break, and `\🤖`, `\【` and `\⚠` for a marker's first character that is
+//! text, not a tag: [`render`] writes the tags in their own segments and escapes the markers in a
+//! title, so that a title such as `fix 🤖 emoji rendering` reads back without a tag (X3, M8).
 
 use crate::error::InputError;
 use crate::format::{ItemDefaults, finish_item, parse_bool, parse_date, parse_timestamp, split_refs};
 use crate::id::TaskId;
 use crate::item::Item;
 use crate::task::{Status, TAG_AI, TAG_EXTERNAL, Tags, Task};
+
+/// The night-run marker that makes a task `ai`, as 🤖 does.
+const AI_NIGHT: &str = "【夜間AI可】";
 
 /// Words that, within 25 characters after ⚠️, make a task `external`.
 const EXTERNAL_WORDS: [&str; 6] = ["対外", "承認必須", "不可逆", "支出", "本番", "external"];
@@ -76,27 +83,32 @@ fn parse_line(line: &str, number: usize) -> Result<Option<Item>, String> {
     }
 
     let segments = split_segments(rest);
+    // The title runs on over the segments of several words that follow it (`compare A | B
+    // options`): such a segment is neither a field, nor markers, nor a (one-word) free tag.
+    let title_len = 1 + segments[1..].iter().take_while(|s| is_title_text(s.trim())).count();
     // Markers count in the title and in bare segments, not inside `key:value` values (a body
-    // quoting 🤖 does not make the task an AI task).
+    // quoting 🤖 does not make the task an AI task), nor when escaped (`\🤖`, as `render`
+    // writes a title's).
     let mut tags = Tags::new();
     for segment in
         segments.iter().enumerate().filter(|(i, s)| *i == 0 || split_key(s.trim()).is_none()).map(|(_, s)| s)
     {
-        if segment.contains('🤖') || segment.contains("【夜間AI可】") {
+        let segment = unescaped_markers(segment);
+        if has_ai_marker(&segment) {
             tags.insert(TAG_AI);
         }
-        if has_external_marker(segment) {
+        if has_external_marker(&segment) {
             tags.insert(TAG_EXTERNAL);
         }
     }
     // Blank after unescaping too: `- [ ] \n` is a line break, not a title.
-    let title = unescape(segments.first().map(|s| s.trim()).unwrap_or_default());
+    let title = unescape(segments[..title_len].join("|").trim());
     if title.trim().is_empty() {
         return Err("empty title: a task line needs text after the checkbox".to_owned());
     }
     item.title = title;
     item.status = done.then_some(Status::Done);
-    for segment in segments.iter().skip(1) {
+    for segment in segments.iter().skip(title_len) {
         let segment = segment.trim();
         if segment.is_empty() {
             continue;
@@ -114,6 +126,11 @@ fn parse_line(line: &str, number: usize) -> Result<Option<Item>, String> {
     Ok(Some(item))
 }
 
+/// Whether the text has 🤖 or 【夜間AI可】.
+fn has_ai_marker(text: &str) -> bool {
+    text.contains('🤖') || text.contains(AI_NIGHT)
+}
+
 /// Whether the text has ⚠️ followed within 25 characters by one of the external words.
 fn has_external_marker(text: &str) -> bool {
     text.match_indices('⚠').any(|(at, warn)| {
@@ -124,7 +141,35 @@ fn has_external_marker(text: &str) -> bool {
 
 /// A segment that only carries markers (🤖, 【夜間AI可】, ⚠️…): not a free tag.
 fn is_marker_segment(segment: &str) -> bool {
-    segment.contains('🤖') || segment.contains("【夜間AI可】") || segment.contains('⚠')
+    let segment = unescaped_markers(segment);
+    has_ai_marker(&segment) || segment.contains('⚠')
+}
+
+/// A bare segment of several words: text, not a field, markers or a free tag.
+fn is_title_text(segment: &str) -> bool {
+    segment.contains(char::is_whitespace) && split_key(segment).is_none() && !is_marker_segment(segment)
+}
+
+/// The characters a marker starts with, which a backslash before them makes text.
+const MARKER_STARTS: [char; 3] = ['🤖', '【', '⚠'];
+
+/// The text with each escaped character that starts a marker (`\🤖`, `\【`, `\⚠`) replaced by
+/// `_`, so that the marker is not found; as many characters as before, for the 25 of ⚠️.
+fn unescaped_markers(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\\') {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '\\'
+            && let Some(next) = chars.next()
+        {
+            out.push(if MARKER_STARTS.contains(&next) { '_' } else { next });
+        }
+    }
+    out.into()
 }
 
 /// Splits on unescaped `|`, keeping escapes for [`unescape`].
@@ -157,7 +202,7 @@ fn unescape(text: &str) -> String {
         }
         match chars.next() {
             Some('n') => out.push('\n'),
-            Some(other @ ('|' | '\\')) => out.push(other),
+            Some(other @ ('|' | '\\' | '🤖' | '【' | '⚠')) => out.push(other),
             Some(other) => {
                 out.push('\\');
                 out.push(other);
@@ -178,6 +223,21 @@ fn escape(text: &str) -> String {
             '\r' => {}
             _ => out.push(c),
         }
+    }
+    out
+}
+
+/// A title as [`escape`] writes a value, and with the first character of every marker (🤖,
+/// 【夜間AI可】, ⚠) escaped: the title's markers are text, its tags have their own segments.
+fn escape_title(title: &str) -> String {
+    let mut out = String::with_capacity(title.len());
+    for (at, c) in title.char_indices() {
+        match c {
+            '🤖' | '⚠' => out.push('\\'),
+            '【' if title[at..].starts_with(AI_NIGHT) => out.push('\\'),
+            _ => {}
+        }
+        out.push_str(&escape(c.encode_utf8(&mut [0; 4])));
     }
     out
 }
@@ -439,7 +499,7 @@ pub fn render(tasks: &[Task]) -> String {
 fn render_line(task: &Task, out: &mut String) {
     use std::fmt::Write as _;
     let done = task.status == Status::Done;
-    let _ = write!(out, "- [{}] [{}] {}", if done { 'x' } else { ' ' }, task.id, escape(&task.title));
+    let _ = write!(out, "- [{}] [{}] {}", if done { 'x' } else { ' ' }, task.id, escape_title(&task.title));
     let mut segment = |key: &str, value: &str| {
         if !value.is_empty() {
             let _ = write!(out, " | {key}:{}", escape(value));
@@ -676,6 +736,109 @@ mod tests {
         assert_eq!((item.due, item.priority, item.failures, item.run), (task.due, -2, 2, true));
         assert_eq!(item.correction, task.correction);
         assert_eq!(item.source, "src");
+    }
+
+    fn task_titled(title: &str) -> Task {
+        let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        Task::new(TaskId::parse("T-0001").unwrap(), title, "t", now)
+    }
+
+    #[test]
+    fn x3_m8_markers_in_a_title_stay_title_text_through_export_and_import() {
+        let titles = [
+            "fix 🤖 emoji rendering",
+            "【夜間AI可】の意味を書く",
+            "⚠️対外 wording in the banner",
+            "explain ⚠️ external links",
+            "a \\🤖 after a backslash",
+            "🤖",
+        ];
+        for title in titles {
+            let task = task_titled(title);
+            let text = render(std::slice::from_ref(&task));
+            let items = parse(&text, "x.md", &defaults()).unwrap();
+            assert_eq!(items[0].title, title, "{text}");
+            assert!(items[0].tags.is_empty(), "no tag was set: {text}");
+            // Imported again, the line is written the same (M8: nothing changes).
+            let mut again = task_titled(&items[0].title);
+            again.tags = items[0].tags.clone();
+            assert_eq!(render(&[again]), text);
+        }
+        // A tagged task keeps its tags, and the markers in its title stay text.
+        let mut task = task_titled("fix 🤖 emoji");
+        task.tags = Tags::parse_list("ai,external");
+        let items = parse(&render(std::slice::from_ref(&task)), "x.md", &defaults()).unwrap();
+        assert_eq!((items[0].title.as_str(), &items[0].tags), ("fix 🤖 emoji", &task.tags));
+        // Written by a person, a marker anywhere after the id is still a tag (X3).
+        let items = parse(
+            "- [ ] [T-1] 🤖 記事の調査\n- [ ] 【夜間AI可】 整理\n- [ ] ⚠️対外 投稿\n",
+            "h.md",
+            &defaults(),
+        )
+        .unwrap();
+        let tags: Vec<String> = items.iter().map(|i| i.tags.to_list()).collect();
+        assert_eq!(tags, ["ai", "ai", "external"]);
+    }
+
+    #[test]
+    fn x3_a_bar_followed_by_words_is_title_text() {
+        let text = "- [ ] compare A | B options\n\
+            - [ ] compare A | B options | PJ:x | heavy | 🤖\n\
+            - [ ] standup | 10:30\n\
+            - [ ] a | PJ:x | high priority\n";
+        let items = parse(text, "p.md", &defaults()).unwrap();
+        assert_eq!(items[0].title, "compare A | B options");
+        assert!(items[0].tags.is_empty());
+        assert_eq!(items[1].title, "compare A | B options");
+        assert_eq!((items[1].project.as_str(), items[1].tags.to_list().as_str()), ("x", "ai,heavy"));
+        assert_eq!(
+            (items[2].title.as_str(), items[2].tags.to_list().as_str()),
+            ("standup", "10:30"),
+            "one word is a free tag"
+        );
+        assert_eq!(
+            (items[3].title.as_str(), items[3].tags.to_list().as_str()),
+            ("a", "high-priority"),
+            "after a field, words are a free tag"
+        );
+        // Written back, the line keeps its title and gets its status.
+        let row_of = |key: &str| {
+            (key == crate::key::dedupe_key("tasks", "compare A | B options"))
+                .then_some(RowState { status: Status::Review, link: None })
+        };
+        let back = write_back("- [ ] compare A | B options\n", &defaults(), &row_of);
+        assert_eq!(back.text, "- [ ] compare A | B options | 状態:AI実行済(要確認)\n");
+        // Exported, the bar is escaped and read back as it was.
+        let task = task_titled("compare A | B options");
+        let items = parse(&render(&[task]), "x.md", &defaults()).unwrap();
+        assert_eq!(items[0].title, "compare A | B options");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn x3_m8_any_title_and_tags_survive_render_then_parse(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "🤖", "【夜間AI可】", "【", "⚠️", "⚠", "対外", "external", "本番", "|", "\\", "\\n",
+                    "\\|", " ", " | ", "B options", "a", "PJ:x", "key:value", "10:30", "#tag", "[T-1]",
+                    "\n", "タグ", "：", "\u{FE0F}",
+                ]),
+                1..12,
+            ),
+            tags in proptest::sample::subsequence(vec!["ai", "external", "heavy", "🤖bot", "a:b"], 0..=5),
+        ) {
+            // Titles are read trimmed, and a task has one.
+            let title = match parts.concat().trim() {
+                "" => "a".to_owned(),
+                title => title.to_owned(),
+            };
+            let mut task = task_titled(&title);
+            task.tags = tags.into_iter().collect();
+            let text = render(std::slice::from_ref(&task));
+            let items = parse(&text, "x.md", &defaults()).unwrap();
+            proptest::prop_assert_eq!(&items[0].title, &title, "{}", text);
+            proptest::prop_assert_eq!(&items[0].tags, &task.tags, "{}", text);
+        }
     }
 
     #[test]
