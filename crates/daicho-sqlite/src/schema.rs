@@ -202,6 +202,15 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
             MIGRATIONS.len()
         )));
     }
+    // A database of something else (another program's tables, no daicho schema) is never made a
+    // ledger: its owner named the wrong file.
+    let objects: i64 =
+        tx.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).map_err(backend)?;
+    if version == 0 && objects > 0 {
+        return Err(StoreError::backend(
+            "not a daicho ledger: a SQLite database of something else (it has tables, but no daicho schema); nothing was written",
+        ));
+    }
     for sql in &MIGRATIONS[version..] {
         tx.execute_batch(sql).map_err(backend)?;
     }

@@ -76,7 +76,8 @@ pub async fn open(path: &Path, read_only: bool, inline: bool) -> anyhow::Result<
         Ok(m) if m.len() == 0 => {
             bail!("{} is an empty file, not a ledger; `daicho init` makes it one", path.display())
         }
-        Ok(_) => {}
+        Ok(m) if m.is_dir() => bail!("{} is a directory, not a ledger (a SQLite file)", path.display()),
+        Ok(_) => not_sqlite(path)?,
     }
     let store = SqliteStore::open(path, SqliteOptions { read_only, inline, ..SqliteOptions::default() })
         .await
@@ -93,7 +94,11 @@ pub async fn create(path: &Path) -> anyhow::Result<(AnyStore, bool)> {
         // Created, not upgraded: every migration ran.
         return Ok((AnyStore::Postgres(store), applied == PgStore::schema_version()));
     }
-    let existed = path.exists();
+    // An empty file is made a ledger; any other file must be a SQLite database already.
+    let existed = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
+    if existed {
+        not_sqlite(path)?;
+    }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -101,6 +106,23 @@ pub async fn create(path: &Path) -> anyhow::Result<(AnyStore, bool)> {
         .await
         .with_context(|| format!("cannot create the ledger {}", path.display()))?;
     Ok((AnyStore::Sqlite(store), !existed))
+}
+
+/// Refuses a file that is not a SQLite database: SQLite would take a file shorter than its
+/// header for an empty database and overwrite it with a ledger.
+fn not_sqlite(path: &Path) -> anyhow::Result<()> {
+    use std::io::Read as _;
+    let mut header = [0u8; 16];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header));
+    match read {
+        Ok(()) if &header == b"SQLite format 3\0" => Ok(()),
+        Ok(()) => bail!("{} is not a ledger: not a SQLite database; nothing was written", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            bail!("{} is not a ledger: too short for a SQLite database; nothing was written", path.display())
+        }
+        // Unreadable for another reason (permissions): SQLite's own error says which.
+        Err(_) => Ok(()),
+    }
 }
 
 /// Either backend, behind the one store contract.

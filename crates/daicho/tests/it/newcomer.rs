@@ -21,6 +21,49 @@ fn x4_an_empty_file_is_not_taken_for_a_ledger() {
     ledger.run(&["--db", &empty, "list"]).ok();
 }
 
+/// X4, D3: a file that is not a ledger is never made one: another program's SQLite database (the
+/// daicho schema was written into it beside its own tables) and a short file of text (SQLite
+/// takes one under its header's size for an empty database, and overwrote it) are refused by
+/// every command, `init` included, and left as they were.
+#[test]
+fn x4_a_database_of_something_else_or_a_short_file_is_not_made_a_ledger() {
+    let ledger = Ledger::uninitialized();
+    let other = ledger.dir.path().join("app.db");
+    let made = std::process::Command::new("python3")
+        .args(["-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('CREATE TABLE users (x)'); c.commit()"])
+        .arg(&other)
+        .status()
+        .expect("python3 makes a database");
+    assert!(made.success());
+    let other = other.display().to_string();
+    let short = ledger.file("short.db", "x");
+    let tables = |db: &str| -> String {
+        let out = std::process::Command::new("python3")
+            .args(["-c", "import sqlite3, sys; print(sorted(r[0] for r in sqlite3.connect(sys.argv[1]).execute('SELECT name FROM sqlite_schema')))"])
+            .arg(db)
+            .output()
+            .expect("python3 reads the database");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    for args in
+        [&["add", "a task"][..], &["init"], &["pause"], &["ready"], &["list"], &["import", "tasks.md"]]
+    {
+        ledger.file("tasks.md", "- [ ] a task\n");
+        for (db, says) in
+            [(&other, "a SQLite database of something else"), (&short, "too short for a SQLite database")]
+        {
+            let mut full = vec!["--db", db.as_str()];
+            full.extend_from_slice(args);
+            let run = ledger.run(&full);
+            assert_ne!(run.code, 0, "{full:?}: {}", run.stdout);
+            let refused = run.stderr.contains(says) || run.stderr.contains("not a daicho ledger (no schema)");
+            assert!(refused, "{full:?}: {}", run.stderr);
+        }
+        assert_eq!(tables(&other), "['users']", "{args:?} wrote into the other program's database");
+        assert_eq!(std::fs::read_to_string(&short).expect("short"), "x", "{args:?} wrote into the file");
+    }
+}
+
 /// F2: purging or restoring a source the ledger does not know says so and fails.
 #[test]
 fn f2_purge_and_restore_of_an_unknown_source_say_so() {
