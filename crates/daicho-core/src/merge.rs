@@ -162,7 +162,14 @@ impl PatchFields {
     }
 
     /// Writes the patch into `task` (the store calls this on the row it read in its transaction).
+    /// A patch that changes what a person approved withdraws the approval (S2, S13): the run box
+    /// is cleared with it, and the row waits in the approval queue again, so a producer never
+    /// changes the content of an approved outbound action.
     pub fn apply_to(&self, task: &mut Task) {
+        if !self.is_empty() && !task.approved_by.is_empty() {
+            task.approved_by.clear();
+            task.run = false;
+        }
         let PatchFields {
             project,
             body,
@@ -1010,6 +1017,25 @@ mod tests {
         let mut t = Task::new(TaskId::new(n), title, "src", now());
         t.status = status;
         t
+    }
+
+    /// S2, S13: a producer's patch of an approved row withdraws the approval with the run box;
+    /// an empty patch, or a row not approved, keeps what it has.
+    #[test]
+    fn s2_a_patch_of_an_approved_row_withdraws_the_approval() {
+        let mut approved = Task::new(TaskId::new(1), "mail", "ci", now());
+        (approved.run, approved.approved_by) = (true, "human:boss".into());
+        let body = PatchFields { body: Some("other text".into()), ..PatchFields::default() };
+        let mut row = approved.clone();
+        body.apply_to(&mut row);
+        assert_eq!((row.body.as_str(), row.run, row.approved_by.as_str()), ("other text", false, ""));
+        let mut row = approved.clone();
+        PatchFields::default().apply_to(&mut row);
+        assert_eq!(row, approved, "nothing changed, nothing withdrawn");
+        let mut ticked = Task::new(TaskId::new(2), "build", "ci", now());
+        ticked.run = true;
+        body.apply_to(&mut ticked);
+        assert!(ticked.run, "a person's tick without an approval stays");
     }
 
     #[test]

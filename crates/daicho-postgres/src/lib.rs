@@ -680,7 +680,11 @@ impl Store for PgStore {
             for id in &ids {
                 let n = tx
                     .execute(
-                        "INSERT INTO approval (task, queued_at, queued_by) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                        "INSERT INTO approval (task, queued_at, queued_by) VALUES ($1, $2, $3) \
+                         ON CONFLICT (task) DO UPDATE SET queued_at = EXCLUDED.queued_at, \
+                         queued_by = EXCLUDED.queued_by, decided_at = NULL, decided_by = NULL, decision = NULL, \
+                         reason = '' WHERE approval.decided_at IS NOT NULL \
+                         AND NOT EXISTS (SELECT 1 FROM task WHERE num = EXCLUDED.task AND approved_by <> '')",
                         &[&(id.num() as i64), &micros(now), &by],
                     )
                     .await

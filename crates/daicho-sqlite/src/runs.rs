@@ -320,6 +320,15 @@ pub(crate) fn note_in(tx: &Transaction<'_>, id: TaskId, attempt: u32, note: &str
     Ok(())
 }
 
+/// Queues a task for approval once (S2): a task already queued is not queued again; one whose
+/// last decision is spent — its approved run claimed (and failed, or was stopped), or its
+/// approval withdrawn by a change to what the run would do — is queued anew, so a person sees
+/// it again. A row approved and not yet claimed keeps its decision.
+const QUEUE_SQL: &str = "INSERT INTO approval (task, queued_at, queued_by) VALUES (?1, ?2, ?3) \
+     ON CONFLICT (task) DO UPDATE SET queued_at = excluded.queued_at, queued_by = excluded.queued_by, \
+     decided_at = NULL, decided_by = NULL, decision = NULL, reason = '' WHERE approval.decided_at IS NOT NULL \
+     AND NOT EXISTS (SELECT 1 FROM task WHERE num = excluded.task AND approved_by <> '')";
+
 pub(crate) fn queue_approvals_in(
     tx: &Transaction<'_>,
     ids: &[TaskId],
@@ -327,9 +336,7 @@ pub(crate) fn queue_approvals_in(
     now: Timestamp,
 ) -> Result<Vec<TaskId>> {
     let mut queued = Vec::new();
-    let mut insert = tx
-        .prepare_cached("INSERT OR IGNORE INTO approval (task, queued_at, queued_by) VALUES (?1, ?2, ?3)")
-        .map_err(backend)?;
+    let mut insert = tx.prepare_cached(QUEUE_SQL).map_err(backend)?;
     for id in ids {
         if insert.execute(params![id.num() as i64, micros(now), by]).map_err(backend)? > 0 {
             queued.push(*id);

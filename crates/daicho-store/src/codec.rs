@@ -158,8 +158,11 @@ pub fn scope_where(scope: &ClaimScope) -> String {
     }
     let mut rows = format!("({})", parts.join(" OR "));
     if scope.awaiting_approval {
+        // Not queued now; a decision already spent (the approved run claimed) or withdrawn (the
+        // row changed since) leaves the row waiting for a new one.
         rows = format!(
-            "({rows} AND NOT {approved} AND NOT EXISTS (SELECT 1 FROM approval WHERE approval.task = task.num))"
+            "({rows} AND NOT {approved} AND NOT EXISTS \
+             (SELECT 1 FROM approval WHERE approval.task = task.num AND approval.decided_at IS NULL))"
         );
     }
     match &scope.project {

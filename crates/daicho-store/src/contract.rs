@@ -69,6 +69,7 @@ macro_rules! store_contract_tests {
             s13_an_id_addresses_a_row_only_with_its_key,
             s13_only_a_person_edits_and_running_is_a_claims,
             s2_s13_approval_is_a_persons_of_a_ready_task_and_spent_by_the_claim,
+            s2_s13_a_withdrawn_or_spent_approval_queues_the_task_again,
             i5_a_claim_scope_selects_in_the_query_what_the_rule_admits,
             i3_counts_and_view_heads_follow_every_write,
             s9_run_counts_and_stats,
@@ -1452,6 +1453,46 @@ pub async fn s2_s13_approval_is_a_persons_of_a_ready_task_and_spent_by_the_claim
         ClaimOutcome::NotClaimable,
         "a retry needs a new approval"
     );
+}
+
+/// S2, S13: a producer's change to an approved row (the text an outbound action would send)
+/// withdraws the approval — the run box is cleared with it — and the row is queued for approval
+/// again, once; so is a row whose approved run was claimed and failed. A row approved and not
+/// yet claimed keeps its decision.
+pub async fn s2_s13_a_withdrawn_or_spent_approval_queues_the_task_again<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let id = store.upsert(batch(vec![item("mail the customer")])).await.expect("upsert").added[0];
+    let by = || "sweep:auto".to_owned();
+    assert_eq!(store.queue_approvals(vec![id], by(), t0()).await.expect("queue"), [id]);
+    store.approve(id, Actor::Human("boss".into()), t0()).await.expect("approve");
+    assert!(store.queue_approvals(vec![id], by(), t0()).await.expect("queue").is_empty(), "approved");
+    let mut changed = item("mail the customer");
+    changed.body = "text the person never saw".into();
+    let report = store.upsert(Batch { now: t1(), ..batch(vec![changed]) }).await.expect("upsert");
+    assert_eq!(report.updated, [id]);
+    let row = store.get(id).await.expect("get").expect("row");
+    assert_eq!(
+        (row.body.as_str(), row.run, row.approved_by.as_str()),
+        ("text the person never saw", false, ""),
+        "the approval is withdrawn with the change"
+    );
+    let journal = store.journal(id).await.expect("journal");
+    let last = journal.last().expect("entry");
+    assert_eq!((last.kind.as_str(), last.before["approved_by"].as_str()), ("patch", Some("human:boss")));
+    assert_eq!(store.queue_approvals(vec![id], by(), t1()).await.expect("queue"), [id], "queued again");
+    assert!(store.queue_approvals(vec![id], by(), t1()).await.expect("queue").is_empty(), "once");
+    assert_eq!(store.approvals().await.expect("approvals").iter().map(|q| q.id).collect::<Vec<_>>(), [id]);
+
+    store.approve(id, Actor::Human("boss".into()), t1()).await.expect("approve the new text");
+    let external = ClaimRequest { require_run: true, require_approval: true, ..claim_request(id, "w", t1()) };
+    let claimed = claimed(&store, external).await;
+    store.finish(finish(&claimed, "w", failure("smtp down"))).await.expect("fail");
+    assert_eq!(
+        store.queue_approvals(vec![id], by(), t1()).await.expect("queue"),
+        [id],
+        "a retry is asked for"
+    );
+    assert_eq!(store.approvals().await.expect("approvals").len(), 1);
 }
 
 /// I5: the ready rows a claim may take are chosen in the query, and exactly as
