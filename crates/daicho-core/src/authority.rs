@@ -65,7 +65,15 @@ pub enum PersonField {
     RunAt,
     /// The failure counter.
     Failures,
+    /// The source [`MANUAL_SOURCE`] of the rows people add by hand (`daicho add`): an item of a
+    /// producer naming it would match a person's rows and fill their cells — an action, the `ai`
+    /// tag — so that an agent runs them.
+    ManualSource,
 }
+
+/// The source of the rows people add by hand (`daicho add`'s default): only a person writes
+/// into it (S13).
+pub const MANUAL_SOURCE: &str = "manual";
 
 impl PersonField {
     /// The field's name as items and the ledger's columns spell it.
@@ -76,6 +84,7 @@ impl PersonField {
             PersonField::Result => "result",
             PersonField::RunAt => "run_at",
             PersonField::Failures => "failures",
+            PersonField::ManualSource => "source",
         }
     }
 
@@ -87,6 +96,8 @@ impl PersonField {
             PersonField::Result => item.result == row.result,
             PersonField::RunAt => item.run_at == row.run_at,
             PersonField::Failures => item.failures == row.failures,
+            // Never ignored: such an item is refused whole, whoever writes it.
+            PersonField::ManualSource => false,
         }
     }
 
@@ -107,6 +118,9 @@ impl PersonField {
         }
         if item.failures != 0 {
             fields.push(PersonField::Failures);
+        }
+        if item.source.trim().eq_ignore_ascii_case(MANUAL_SOURCE) {
+            fields.push(PersonField::ManualSource);
         }
         fields
     }
@@ -147,7 +161,7 @@ pub fn screen(authority: Authority, items: &[Item]) -> Screen {
     for (index, item) in items.iter().enumerate() {
         for field in PersonField::set_in(item) {
             let note = FieldNote { index, line: item.line, field };
-            if authority == Authority::Puller {
+            if authority == Authority::Puller && field != PersonField::ManualSource {
                 screen.ignored.push(note);
             } else {
                 screen.refused = Some(note);
@@ -160,6 +174,11 @@ pub fn screen(authority: Authority, items: &[Item]) -> Screen {
 
 /// The reason given when a producer's item carries a person-only field.
 pub fn refused_field_reason(actor: &Actor, field: PersonField) -> String {
+    if field == PersonField::ManualSource {
+        return format!(
+            "the source '{MANUAL_SOURCE}' holds the rows people add by hand (S13); {actor} may not write into it — give the item a source of its own"
+        );
+    }
     format!(
         "field '{field}' is written only by a person (S13); {actor} may not set it — remove it from the item{}",
         match actor {
@@ -248,6 +267,24 @@ mod tests {
         let mut item = Item::new("x", "bot");
         item.line = Some(line);
         item
+    }
+
+    /// S13: no producer, puller or agent writes into the source of the rows people add by hand
+    /// (an item of theirs there would fill a person's row with an action and the `ai` tag); a
+    /// person does.
+    #[test]
+    fn s13_only_a_person_writes_into_the_manual_source() {
+        let mut manual = item(4);
+        manual.source = " Manual ".into();
+        let items = [item(3), manual];
+        for authority in [Authority::Producer, Authority::Puller, Authority::Agent] {
+            let screen = screen(authority, &items);
+            let want = FieldNote { index: 1, line: Some(4), field: PersonField::ManualSource };
+            assert_eq!(screen.refused, Some(want), "{authority:?}");
+        }
+        assert_eq!(screen(Authority::Person, &items), Screen::default());
+        let reason = refused_field_reason(&Actor::Push("ci".into()), PersonField::ManualSource);
+        assert!(reason.starts_with("the source 'manual' holds the rows people add by hand"), "{reason}");
     }
 
     #[test]
