@@ -624,7 +624,7 @@ impl<S: Store + 'static> Engine<S> {
             return Ok(report);
         }
         let now = self.now();
-        report.lost = self.store.expire_leases(now, self.config.policy.failures).await?;
+        report.lost = self.count_lost_runs(now).await?;
         let mut gate = Gate {
             actions: &self.specs,
             paused: None,
@@ -704,6 +704,27 @@ impl<S: Store + 'static> Engine<S> {
         Ok(report)
     }
 
+    /// Counts every lost run (S4) and kills what is left of each on this machine (S14): when a
+    /// worker and its supervisor were both killed (`kill -9` of every daicho process), the
+    /// executor of the lost attempt may still run here, with no one to stop it.
+    pub(crate) async fn count_lost_runs(&self, now: Timestamp) -> Result<Vec<(TaskId, Status)>, StoreError> {
+        let lost = self.store.expire_leases(now, self.config.policy.failures).await?;
+        if lost.is_empty() || !runner::supervised() {
+            return Ok(lost);
+        }
+        let Some(ledger) = supervise::ledger() else { return Ok(lost) };
+        for &(id, _) in &lost {
+            // Every attempt up to the lost one (a new claim since would be a higher one).
+            let Some(row) = self.store.get(id).await? else { continue };
+            let below = if row.status == Status::Running { row.attempt } else { row.attempt + 1 };
+            let task = id.to_string();
+            let _ =
+                tokio::task::spawn_blocking(move || supervise::kill_earlier_attempts(ledger, &task, below))
+                    .await;
+        }
+        Ok(lost)
+    }
+
     /// Writes the ledger back into every Markdown source configured with `write_back` (X6),
     /// after runs changed rows: each is pulled first, then written once. A failure or a
     /// conflict is logged; the runs stand.
@@ -736,7 +757,7 @@ impl<S: Store + 'static> Engine<S> {
             let task = self.store.get(id).await?.ok_or(StoreError::NotFound(id))?;
             return held(&task, Hold::Paused(reason));
         }
-        self.store.expire_leases(now, self.config.policy.failures).await?;
+        self.count_lost_runs(now).await?;
         let task = self.store.get(id).await?.ok_or(StoreError::NotFound(id))?;
         let gate = Gate {
             actions: &self.specs,

@@ -102,7 +102,7 @@ impl<S: Store + 'static> Engine<S> {
             if let Some(reason) = self.store.paused().await? {
                 return Ok(NextClaim::Paused(reason));
             }
-            self.store.expire_leases(now, self.config.policy.failures).await?;
+            self.count_lost_runs(now).await?;
         }
         let gate = Gate {
             actions: &self.specs,

@@ -200,8 +200,7 @@ impl<S: Store + 'static> Engine<S> {
                 // of the ready set, which 16 workers polling every 50 ms made most of
                 // PostgreSQL's work).
                 if last_upkeep.is_none_or(|at| at.elapsed() >= options.poll.max(UPKEEP_EVERY)) {
-                    let lost =
-                        store!(self.store.expire_leases(self.now(), self.config.policy.failures).await);
+                    let lost = store!(self.count_lost_runs(self.now()).await);
                     totals.lost_counted += lost.len();
                     let to_queue = store!(self.awaiting_approval(self.now(), None).await);
                     if !to_queue.is_empty() {

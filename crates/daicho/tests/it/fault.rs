@@ -507,6 +507,35 @@ fn quick_action(ledger: &Ledger, script: &str) {
     }
 }
 
+/// The parent pid of a process, from `/proc/PID/stat`.
+fn parent_of(pid: &str) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).expect("the process lives");
+    stat.rsplit(')').next().and_then(|r| r.split_whitespace().nth(1)).expect("a parent pid").to_owned()
+}
+
+/// S14, S4: `kill -9` of daicho and of its run supervisor both (what `pkill -9 daicho` does)
+/// leaves the executor and its escaped grandchild running with no one to stop them; the daicho
+/// that counts the lost run once the lease expires kills them on this machine.
+#[test]
+fn s14_counting_a_lost_run_kills_what_is_left_of_it_on_this_machine() {
+    let (ledger, mut run, executor, escaped) = long_run_with_an_escapee();
+    let supervisor = parent_of(&executor);
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &run.id().to_string(), supervisor.trim()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    run.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!gone(&executor) && !gone(&escaped), "the executor outlives daicho and its supervisor");
+    let swept: Value = ledger.run(&["sweep", "--role", "auto", "--json"]).ok().json();
+    assert_eq!(swept["lost"].as_array().map(Vec::len), Some(1), "{swept}");
+    wait_for("the lost run's processes to be gone", Duration::from_secs(2), || {
+        gone(&executor) && gone(&escaped)
+    });
+    assert_eq!(count(&ledger.log_lines(), "end "), 0, "the lost run never ended on its own");
+}
+
 /// S3: a worker never retries a run that failed on its own: the claim that shares the commit of
 /// the failure's end does not take the row it just put back to `pending`. Five failing tasks,
 /// `worker --once`: each ran once and counts one failure (each ran twice, back to back).
