@@ -34,6 +34,10 @@ pub struct RunContext {
     pub correction: Option<String>,
     /// The action's name.
     pub action: String,
+    /// How long the run supervisor waits for a sign of life from this daicho before it kills
+    /// the run itself (S14: a frozen daicho cannot fence its run; the supervisor does, before
+    /// the lease can expire). `None`: no such limit (a run under no lease).
+    pub alive_within: Option<Duration>,
 }
 
 impl RunContext {
@@ -44,6 +48,7 @@ impl RunContext {
             correction: correction_for_run(&task),
             action: action.to_owned(),
             task,
+            alive_within: None,
         }
     }
 }
@@ -156,6 +161,7 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
     let spec = runner::Spec {
         argv,
         dir: None,
+        alive_within: ctx.alive_within,
         env: vec![
             ("DAICHO_TASK_ID", ctx.task.id.to_string()),
             // Always set, so a correction can never be inherited from daicho's own environment (C3).

@@ -848,7 +848,10 @@ impl<S: Store + 'static> Engine<S> {
         R: FnOnce(RunContext, ActionConfig) -> F,
         F: Future<Output = ExecOutcome>,
     {
-        let ctx = RunContext::new(task, &action.spec.name);
+        let mut ctx = RunContext::new(task, &action.spec.name);
+        // The supervisor kills the run when this daicho is silent for a third of the lease: a
+        // freeze right before a renewal leaves two thirds of it (S14).
+        ctx.alive_within = Duration::try_from(self.config.policy.lease / 3).ok();
         let (id, attempt) = (ctx.task.id, ctx.task.attempt);
         let expires = ctx.task.lease.as_ref().map_or_else(Timestamp::now, |l| l.expires_at);
         tracing::info!(task = %id, attempt, action = %action.spec.name, "run starts");

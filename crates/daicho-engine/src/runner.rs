@@ -41,6 +41,9 @@ pub struct Spec<'a> {
     pub stdout_cap: usize,
     /// The most of stderr kept.
     pub stderr_cap: usize,
+    /// Under the supervisor: how long it waits for a sign of life from daicho on the control
+    /// pipe before it kills the run ([`crate::supervise`]); daicho sends one every quarter of it.
+    pub alive_within: Option<Duration>,
 }
 
 /// What was read of an output stream: at most the cap, and how many bytes there were in all.
@@ -164,12 +167,19 @@ pub async fn run(spec: Spec<'_>) -> Result<Exited, RunError> {
         // until the run is over (or daicho is gone).
         let (close, closed) = tokio::sync::oneshot::channel::<()>();
         control = Some(close);
-        let framed = crate::supervise::frame_input(&spec.input);
+        let framed = crate::supervise::frame_input(&spec.input, spec.alive_within);
+        let alive_within = spec.alive_within;
         tokio::spawn(async move {
             let keep = async {
                 let _ = pipe.write_all(&framed).await;
                 let _ = pipe.flush().await;
-                std::future::pending::<()>().await;
+                let Some(within) = alive_within else { return std::future::pending::<()>().await };
+                loop {
+                    tokio::time::sleep(within / 4).await;
+                    if pipe.write_all(crate::supervise::ALIVE).await.is_err() {
+                        return std::future::pending::<()>().await;
+                    }
+                }
             };
             tokio::select! {
                 () = keep => {}
@@ -307,6 +317,7 @@ mod tests {
             argv,
             dir: None,
             env: Vec::new(),
+            alive_within: None,
             input: Vec::new(),
             timeout,
             stdout_cap: 1024,

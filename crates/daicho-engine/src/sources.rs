@@ -100,6 +100,7 @@ async fn read_file(
 async fn run(argv: &[String], dir: &Path, timeout: Duration, name: &str) -> Result<Vec<u8>, InputError> {
     let fail = |reason: String| InputError::new(name, None, reason);
     let spec = runner::Spec {
+        alive_within: None,
         argv,
         dir: Some(dir),
         env: Vec::new(),

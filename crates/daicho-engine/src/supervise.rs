@@ -13,7 +13,12 @@
 //!   supervisor exits as the executor did (its exit code, or its signal);
 //! - the control pipe reaches end of file — daicho closed it (a timeout, a lost or fenced lease,
 //!   an operator's stop) or daicho is gone (SIGKILL, a crash, a kill of its whole process
-//!   group): every descendant is killed at once and the supervisor exits 137.
+//!   group): every descendant is killed at once and the supervisor exits 137;
+//! - daicho falls silent: a run under a lease is framed with the longest daicho may stay silent
+//!   (a third of the lease), and daicho writes a byte ([`ALIVE`]) on the pipe every quarter of
+//!   that; when none comes in time — daicho is frozen (SIGSTOP, a hung machine) and cannot fence
+//!   its run itself — the run is killed as above, before the lease can expire and another
+//!   worker claim the task.
 //!
 //! The supervisor is in a group of its own so that a Ctrl-C meant for daicho (which drains its
 //! runs first) does not reach it, and a SIGKILL of daicho's group cannot take it down before it
@@ -29,6 +34,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitOptions};
+
+/// What daicho writes on the control pipe as a sign of life.
+pub const ALIVE: &[u8] = b".";
 
 /// The hidden subcommand of the `daicho` binary that runs [`main`].
 pub const SUBCOMMAND: &str = "__supervise";
@@ -96,8 +104,8 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     };
     let stdin = std::io::stdin();
     let control = stdin.as_fd();
-    let input = match read_input(control) {
-        Ok(input) => input,
+    let (input, alive_within) = match read_input(control) {
+        Ok(read) => read,
         Err(e) => {
             eprintln!("daicho supervise: cannot read the executor's input: {e}");
             return 2;
@@ -127,6 +135,7 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     // The executor's end wakes the wait at once (a process file descriptor is readable when the
     // process has ended), so a short run is not held up to a tick.
     let ended = rustix::process::pidfd_open(leader, rustix::process::PidfdFlags::empty()).ok();
+    let mut heard = Instant::now();
     loop {
         if let Some(status) = reap(leader) {
             kill_descendants();
@@ -140,11 +149,19 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             }
             return status.exit_status().unwrap_or(1);
         }
-        if control_closed(control, ended.as_ref().map(AsFd::as_fd)) {
-            kill_descendants();
-            reap_all();
-            return 137;
+        let silent = alive_within.is_some_and(|within| heard.elapsed() > within);
+        match wait_on(control, ended.as_ref().map(AsFd::as_fd)) {
+            Control::Closed => {}
+            Control::Heard => {
+                heard = Instant::now();
+                continue;
+            }
+            Control::Quiet if silent => {}
+            Control::Quiet => continue,
         }
+        kill_descendants();
+        reap_all();
+        return 137;
     }
 }
 
@@ -156,24 +173,30 @@ fn detach_stdio() {
     }
 }
 
-/// Reads the executor's input from the control pipe: a decimal byte count, a newline, the bytes.
-fn read_input(control: BorrowedFd<'_>) -> std::io::Result<Vec<u8>> {
+/// Reads the executor's input from the control pipe: a decimal byte count, optionally a space
+/// and the milliseconds daicho may stay silent, a newline, the bytes.
+fn read_input(control: BorrowedFd<'_>) -> std::io::Result<(Vec<u8>, Option<Duration>)> {
     let mut header = Vec::new();
     let mut byte = [0u8; 1];
     loop {
         match rustix::io::read(control, &mut byte) {
             Ok(0) => return Err(std::io::Error::other("the control pipe closed before the input")),
             Ok(_) if byte[0] == b'\n' => break,
-            Ok(_) if header.len() < 20 => header.push(byte[0]),
+            Ok(_) if header.len() < 40 => header.push(byte[0]),
             Ok(_) => return Err(std::io::Error::other("no input length")),
             Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e.into()),
         }
     }
-    let len: usize = std::str::from_utf8(&header)
-        .ok()
-        .and_then(|h| h.parse().ok())
-        .ok_or_else(|| std::io::Error::other("no input length"))?;
+    let header = std::str::from_utf8(&header).map_err(|_| std::io::Error::other("no input length"))?;
+    let (len, within) = header.split_once(' ').map_or((header, None), |(l, w)| (l, Some(w)));
+    let len: usize = len.parse().map_err(|_| std::io::Error::other("no input length"))?;
+    let alive_within = match within {
+        Some(ms) => Some(Duration::from_millis(
+            ms.parse().map_err(|_| std::io::Error::other("no silence limit in milliseconds"))?,
+        )),
+        None => None,
+    };
     let mut input = vec![0u8; len];
     let mut filled = 0;
     while filled < len {
@@ -184,35 +207,52 @@ fn read_input(control: BorrowedFd<'_>) -> std::io::Result<Vec<u8>> {
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(input)
+    Ok((input, alive_within))
 }
 
-/// The framing of the executor's input on the control pipe, for daicho's side.
-pub fn frame_input(input: &[u8]) -> Vec<u8> {
-    let mut framed = format!("{}\n", input.len()).into_bytes();
+/// The framing of the executor's input on the control pipe, for daicho's side, with the longest
+/// daicho may stay silent on it afterwards (see the module docs).
+pub fn frame_input(input: &[u8], alive_within: Option<Duration>) -> Vec<u8> {
+    let header = match alive_within {
+        Some(within) => format!("{} {}\n", input.len(), within.as_millis().max(1)),
+        None => format!("{}\n", input.len()),
+    };
+    let mut framed = header.into_bytes();
     framed.extend_from_slice(input);
     framed
 }
 
+/// What the control pipe showed during one wait.
+enum Control {
+    /// Nothing: the executor ended, or a tick passed.
+    Quiet,
+    /// A sign of life from daicho.
+    Heard,
+    /// End of file (or a failure): daicho closed it, or is gone.
+    Closed,
+}
+
 /// Waits for the control pipe, or for the executor's end when `ended` (its process file
-/// descriptor) is given, for at most one tick; whether the control pipe reached end of file (or
-/// failed).
-fn control_closed(control: BorrowedFd<'_>, ended: Option<BorrowedFd<'_>>) -> bool {
+/// descriptor) is given, for at most one tick.
+fn wait_on(control: BorrowedFd<'_>, ended: Option<BorrowedFd<'_>>) -> Control {
     use rustix::event::{PollFd, PollFlags, Timespec};
 
     let tick = Timespec { tv_sec: 0, tv_nsec: TICK.as_nanos() as _ };
     let mut fds = vec![PollFd::new(&control, PollFlags::IN)];
     fds.extend(ended.as_ref().map(|fd| PollFd::new(fd, PollFlags::IN)));
     match rustix::event::poll(&mut fds, Some(&tick)) {
-        Ok(0) => false,
-        Ok(_) if fds[0].revents().is_empty() => false,
+        Ok(0) => Control::Quiet,
+        Ok(_) if fds[0].revents().is_empty() => Control::Quiet,
         Ok(_) => {
-            // Readable means end of file: daicho never writes to the pipe.
-            let mut byte = [0u8; 1];
-            !matches!(rustix::io::read(control, &mut byte), Ok(n) if n > 0)
+            let mut bytes = [0u8; 64];
+            match rustix::io::read(control, &mut bytes) {
+                Ok(n) if n > 0 => Control::Heard,
+                Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => Control::Quiet,
+                _ => Control::Closed,
+            }
         }
-        Err(rustix::io::Errno::INTR) => false,
-        Err(_) => true,
+        Err(rustix::io::Errno::INTR) => Control::Quiet,
+        Err(_) => Control::Closed,
     }
 }
 

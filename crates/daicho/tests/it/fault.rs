@@ -536,6 +536,26 @@ fn s14_counting_a_lost_run_kills_what_is_left_of_it_on_this_machine() {
     assert_eq!(count(&ledger.log_lines(), "end "), 0, "the lost run never ended on its own");
 }
 
+/// S14: a frozen daicho (SIGSTOP) cannot fence its run itself, and its lease runs out; its run
+/// supervisor hears no sign of life for a third of the lease and kills the executor and its
+/// escaped grandchild, before the lease ends (the last renewal came at most a third of the
+/// lease before the freeze).
+#[test]
+fn s14_the_supervisor_kills_the_run_of_a_frozen_daicho_before_its_lease_ends() {
+    let (_ledger, mut run, executor, escaped) = long_run_with_an_escapee();
+    signal(&run, "-STOP");
+    let frozen = Instant::now();
+    let lease_left = Duration::from_millis(1300); // 2 s lease, renewed every 2/3 s
+    wait_for("the frozen run's processes to be gone", Duration::from_secs(3), || {
+        gone(&executor) && gone(&escaped)
+    });
+    let took = frozen.elapsed();
+    signal(&run, "-CONT");
+    let _ = run.kill();
+    run.wait().unwrap();
+    assert!(took < lease_left, "killed {took:?} after the freeze, after the lease could have ended");
+}
+
 /// S3: a worker never retries a run that failed on its own: the claim that shares the commit of
 /// the failure's end does not take the row it just put back to `pending`. Five failing tasks,
 /// `worker --once`: each ran once and counts one failure (each ran twice, back to back).
