@@ -30,7 +30,11 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             if std::env::args().any(|a| a == "--json") {
-                let message = err.kind().to_string();
+                // The message as printed on stderr, without its styling and its hint lines:
+                // which argument, which value, why.
+                let rendered = err.render().to_string();
+                let message = rendered.lines().next().unwrap_or_default();
+                let message = message.strip_prefix("error: ").unwrap_or(message);
                 let _ = output::print_json(&serde_json::json!({ "error": format!("usage: {message}") }));
             }
             return ExitCode::from(2);
@@ -66,9 +70,15 @@ fn main() -> ExitCode {
 }
 
 /// 75 (EX_TEMPFAIL) when trying again later may succeed — the database out of reach or busy
-/// (S14) — else 1.
+/// (S14) —, 2 for a bad argument value, else 1.
 fn exit_code_of(err: &anyhow::Error) -> ExitCode {
-    ExitCode::from(if cmd::is_retryable(err) { 75 } else { 1 })
+    ExitCode::from(if cmd::is_retryable(err) {
+        75
+    } else if cmd::is_usage(err) {
+        2
+    } else {
+        1
+    })
 }
 
 fn init_logging(verbose: u8) {

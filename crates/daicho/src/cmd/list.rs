@@ -50,7 +50,7 @@ pub fn parse_statuses(names: &[String]) -> anyhow::Result<Vec<Status>> {
 
 /// Runs `daicho list`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let statuses = parse_statuses(&args.status)?;
+    let statuses = parse_statuses(&args.status).map_err(super::usage)?;
     let (project, source, tag, after, limit) = (args.project, args.source, args.tag, args.after, args.limit);
     let waiting_on = args.waiting_on;
     let filter =

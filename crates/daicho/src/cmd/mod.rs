@@ -176,6 +176,29 @@ impl FormatArg {
     }
 }
 
+/// A bad argument value found after clap parsed the line (a status name, a date that may also be
+/// "" to clear): a usage error, exit 2 like clap's own.
+#[derive(Debug)]
+pub struct Usage(anyhow::Error);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// Marks `err` as a usage error ([`Usage`]).
+pub fn usage(err: impl Into<anyhow::Error>) -> anyhow::Error {
+    anyhow::Error::new(Usage(err.into()))
+}
+
+/// Whether the error is a usage error ([`Usage`]).
+pub fn is_usage(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| c.is::<Usage>())
+}
+
 /// Whether trying again later may help: the error is a temporary store fault.
 pub fn is_retryable(err: &anyhow::Error) -> bool {
     err.chain().any(|c| {

@@ -123,14 +123,14 @@ fn edit_of(args: &Args) -> anyhow::Result<TaskEdit> {
 
 /// Runs `daicho set`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let edit = edit_of(&args)?;
+    let edit = edit_of(&args).map_err(super::usage)?;
     if edit.is_empty() {
         let message = "nothing to change; give at least one of --status, --correction, --run, … (see daicho set --help)";
         output::report_error(&anyhow::anyhow!(message), ctx.json);
         return Ok(ExitCode::from(2));
     }
     if edit.title.as_ref().is_some_and(|t| t.trim().is_empty()) {
-        anyhow::bail!("--title: a title cannot be empty");
+        return Err(super::usage(anyhow::anyhow!("--title: a title cannot be empty")));
     }
     let stored = ctx.store().await?.edit(args.id, edit, ctx.actor(), jiff::Timestamp::now()).await?;
     ctx.emit(&TaskJson::from(&stored), output::task_detail(&stored, ctx.ja()))?;

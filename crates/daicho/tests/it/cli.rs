@@ -175,6 +175,33 @@ fn i1_exit_codes_help_and_missing_ledger() {
     assert_eq!(ledger.run(&["show", "not-an-id"]).code, 2, "a malformed id is a usage error");
 }
 
+/// I1: a bad argument value is a usage error (exit 2) whether clap or the command finds it (a
+/// status name, a date that "" may also clear), and `--json` says which argument, which value
+/// and why, as stderr does; nothing is written.
+#[test]
+fn i1_a_bad_argument_value_exits_2_and_its_json_error_says_what_is_wrong() {
+    let ledger = Ledger::new();
+    ledger.run(&["add", "a task"]).ok();
+    let before = ledger.export();
+    for (args, says) in [
+        (&["list", "--status", "bogus"][..], "bogus"),
+        (&["export", "--status", "bogus"], "bogus"),
+        (&["set", "T-0001", "--due", "2026-13-01"], "2026-13-01"),
+        (&["set", "T-0001", "--not-before", "yesterday"], "yesterday"),
+        (&["set", "T-0001", "--deps", "T-0001,nonsense"], "nonsense"),
+        (&["set", "T-0001", "--title", " "], "--title"),
+        (&["set", "T-0001", "--status", "bogus"], "bogus"),
+        (&["add", "another", "--due", "2026-02-30"], "2026-02-30"),
+    ] {
+        let run = ledger.run(&[args, &["--json"]].concat());
+        assert_eq!(run.code, 2, "{args:?}: {} {}", run.stdout, run.stderr);
+        let error: serde_json::Value = run.json();
+        let message = error["error"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{args:?}: {message}");
+    }
+    assert_eq!(ledger.export(), before, "nothing written");
+}
+
 #[test]
 fn i5_db_flag_and_environment_choose_the_ledger() {
     let ledger = Ledger::uninitialized();
