@@ -603,17 +603,8 @@ fn s14_an_end_the_ledger_does_not_record_promptly_is_synced_in_the_spool() {
         ledger.run(&["set", &format!("T-000{}", n + 1), "--status", "dropped"]).ok();
     }
     let trace = ledger.dir.path().join("trace.txt");
-    let daicho = ledger.command(&["worker", "--once", "--json"]);
-    let env: Vec<_> = daicho.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))).collect();
-    let mut traced = std::process::Command::new("strace")
-        .args(["-f", "-y", "-e", "trace=fsync,fdatasync", "-o"])
-        .arg(&trace)
-        .arg(daicho.get_program())
-        .args(daicho.get_args())
-        .current_dir(ledger.dir.path())
-        .envs(env)
-        .env_remove("DAICHO_DB")
-        .stdin(Stdio::null())
+    let mut traced = ledger
+        .traced_command("fsync,fdatasync", &trace, &["worker", "--once", "--json"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -115,22 +115,30 @@ impl Ledger {
     /// and the lines of the trace.
     pub fn traced(&self, syscalls: &str, args: &[&str]) -> (Output, Vec<String>) {
         let trace = self.dir.path().join("trace.txt");
+        let output = self
+            .traced_command(syscalls, &trace, args)
+            .output()
+            .expect("strace runs (Debian package strace)");
+        let lines = std::fs::read_to_string(&trace).unwrap_or_default().lines().map(str::to_owned).collect();
+        (output, lines)
+    }
+
+    /// The command of [`Ledger::traced`], writing its trace to `trace`, to spawn.
+    pub fn traced_command(&self, syscalls: &str, trace: &std::path::Path, args: &[&str]) -> Command {
         let daicho = self.command(args);
         let env: Vec<_> =
             daicho.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))).collect();
-        let output = Command::new("strace")
+        let mut command = Command::new("strace");
+        command
             .args(["-f", "-y", "-e", &format!("trace={syscalls}"), "-o"])
-            .arg(&trace)
+            .arg(trace)
             .arg(daicho.get_program())
             .args(daicho.get_args())
             .current_dir(self.dir.path())
             .envs(env)
             .env_remove("DAICHO_DB")
-            .stdin(Stdio::null())
-            .output()
-            .expect("strace runs (Debian package strace)");
-        let lines = std::fs::read_to_string(&trace).unwrap_or_default().lines().map(str::to_owned).collect();
-        (output, lines)
+            .stdin(Stdio::null());
+        command
     }
 
     /// Runs `daicho ARGS` with `input` on stdin.
