@@ -132,6 +132,171 @@ impl fmt::Display for PersonField {
     }
 }
 
+/// A cell a source may write into an existing row: filled when empty (M5), or overwritten by an
+/// aggregate (M6, M10). Once a person edits one — with `daicho set`, the web form or the API —
+/// it is theirs ([`PersonCells`]): no source fills or overwrites it again, not even after the
+/// person emptied it (S13).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SourceCell {
+    /// 案件.
+    Project,
+    /// タスク (an aggregate's counted title follows its count, M10).
+    Title,
+    /// 内容.
+    Body,
+    /// 根拠.
+    Evidence,
+    /// 期限.
+    Due,
+    /// 担当.
+    Assignee,
+    /// 分類.
+    WorkType,
+    /// The priority.
+    Priority,
+    /// The earliest start.
+    NotBefore,
+    /// AI機能.
+    Action,
+    /// The deps.
+    Deps,
+    /// The tags (`ai`, `external`, …).
+    Tags,
+}
+
+impl SourceCell {
+    /// Every cell, in the ledger's column order.
+    pub const ALL: [SourceCell; 12] = [
+        SourceCell::Project,
+        SourceCell::Title,
+        SourceCell::Body,
+        SourceCell::Evidence,
+        SourceCell::Due,
+        SourceCell::Assignee,
+        SourceCell::WorkType,
+        SourceCell::Priority,
+        SourceCell::NotBefore,
+        SourceCell::Action,
+        SourceCell::Deps,
+        SourceCell::Tags,
+    ];
+
+    /// The cell's name as items and the ledger's columns spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceCell::Project => "project",
+            SourceCell::Title => "title",
+            SourceCell::Body => "body",
+            SourceCell::Evidence => "evidence",
+            SourceCell::Due => "due",
+            SourceCell::Assignee => "assignee",
+            SourceCell::WorkType => "type",
+            SourceCell::Priority => "priority",
+            SourceCell::NotBefore => "not_before",
+            SourceCell::Action => "action",
+            SourceCell::Deps => "deps",
+            SourceCell::Tags => "tags",
+        }
+    }
+
+    fn bit(self) -> u16 {
+        1 << self as u16
+    }
+
+    /// Whether the cell differs between two versions of a row.
+    pub fn differs(self, a: &Task, b: &Task) -> bool {
+        match self {
+            SourceCell::Project => a.project != b.project,
+            SourceCell::Title => a.title != b.title,
+            SourceCell::Body => a.body != b.body,
+            SourceCell::Evidence => a.evidence != b.evidence,
+            SourceCell::Due => a.due != b.due,
+            SourceCell::Assignee => a.assignee != b.assignee,
+            SourceCell::WorkType => a.work_type != b.work_type,
+            SourceCell::Priority => a.priority != b.priority,
+            SourceCell::NotBefore => a.not_before != b.not_before,
+            SourceCell::Action => a.action != b.action,
+            SourceCell::Deps => a.deps != b.deps,
+            SourceCell::Tags => a.tags != b.tags,
+        }
+    }
+}
+
+/// The cells of a row a person wrote (S13, M5): a set of [`SourceCell`]s, kept with the row.
+/// Set by a person's edit ([`Actor::Human`]); a sync, a push, an import or an aggregate never
+/// writes into them, a person's own later edits do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PersonCells(u16);
+
+impl PersonCells {
+    /// No cell.
+    pub const NONE: PersonCells = PersonCells(0);
+
+    /// Whether no cell is in the set (by reference, for serde's `skip_serializing_if`).
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether `cell` is in the set.
+    pub fn contains(self, cell: SourceCell) -> bool {
+        self.0 & cell.bit() != 0
+    }
+
+    /// The set with `other`'s cells added.
+    #[must_use]
+    pub fn union(self, other: PersonCells) -> PersonCells {
+        PersonCells(self.0 | other.0)
+    }
+
+    /// The cells, in column order.
+    pub fn iter(self) -> impl Iterator<Item = SourceCell> {
+        SourceCell::ALL.into_iter().filter(move |c| self.contains(*c))
+    }
+
+    /// The cells that differ between two versions of a row (what an edit wrote).
+    pub fn changed(before: &Task, after: &Task) -> PersonCells {
+        PersonCells::of(SourceCell::ALL.into_iter().filter(|c| c.differs(before, after)))
+    }
+
+    /// The set of `cells`.
+    pub fn of(cells: impl IntoIterator<Item = SourceCell>) -> PersonCells {
+        PersonCells(cells.into_iter().fold(0, |bits, c| bits | c.bit()))
+    }
+
+    /// The set as a number (one bit per cell in [`SourceCell::ALL`]'s order), as stored.
+    pub fn bits(self) -> u16 {
+        self.0
+    }
+
+    /// The set of a stored number; bits no cell has are dropped.
+    pub fn from_bits(bits: u16) -> PersonCells {
+        PersonCells(bits & ((1 << SourceCell::ALL.len()) - 1))
+    }
+}
+
+impl fmt::Display for PersonCells {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.iter().map(SourceCell::name).collect();
+        f.write_str(&names.join(", "))
+    }
+}
+
+/// As a list of names (`["body", "tags"]`), in the JSON of a row and in the journal.
+impl serde::Serialize for PersonCells {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter().map(SourceCell::name))
+    }
+}
+
+/// From a list of names; a name no cell has is skipped, so a journal entry written by a later
+/// version still reads back.
+impl<'de> serde::Deserialize<'de> for PersonCells {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let names = Vec::<String>::deserialize(deserializer)?;
+        Ok(PersonCells::of(SourceCell::ALL.into_iter().filter(|c| names.iter().any(|n| n == c.name()))))
+    }
+}
+
 /// A person-only field an item carried: refused (producers, agents) or ignored (pullers).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldNote {
@@ -267,6 +432,32 @@ mod tests {
         let mut item = Item::new("x", "bot");
         item.line = Some(line);
         item
+    }
+
+    /// S13: the cells a person wrote are the cells that changed, and read back from their stored
+    /// number and from the journal's list of names (a name a later version added is skipped).
+    #[test]
+    fn s13_person_cells_are_what_changed_and_read_back_as_stored() {
+        let before = Task::new(TaskId::new(1), "x", "bot", Timestamp::UNIX_EPOCH);
+        let mut after = before.clone();
+        after.body = "mine".into();
+        after.tags.insert("ai");
+        after.due = Some(jiff::civil::date(2027, 1, 31));
+        let cells = PersonCells::changed(&before, &after);
+        assert_eq!(cells.to_string(), "body, due, tags");
+        assert!(cells.contains(SourceCell::Body) && !cells.contains(SourceCell::Title));
+        assert_eq!(PersonCells::from_bits(cells.bits()), cells);
+        assert_eq!(
+            PersonCells::from_bits(u16::MAX),
+            PersonCells::of(SourceCell::ALL),
+            "unknown bits dropped"
+        );
+        let json = serde_json::to_string(&cells).unwrap();
+        assert_eq!(json, r#"["body","due","tags"]"#);
+        assert_eq!(serde_json::from_str::<PersonCells>(&json).unwrap(), cells);
+        let later: PersonCells = serde_json::from_str(r#"["body","colour"]"#).unwrap();
+        assert_eq!(later, PersonCells::of([SourceCell::Body]));
+        assert!(PersonCells::changed(&before, &before).is_empty());
     }
 
     /// S13: no producer, puller or agent writes into the source of the rows people add by hand

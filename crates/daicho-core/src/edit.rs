@@ -167,6 +167,7 @@ pub fn changed_fields(before: &Task, after: &Task) -> (Map<String, Value>, Map<S
         attempt,
         lease,
         approved_by,
+        person_cells,
         created_at,
         updated_at: _,
     } = after;
@@ -207,6 +208,7 @@ pub fn changed_fields(before: &Task, after: &Task) -> (Map<String, Value>, Map<S
         "attempt" => attempt,
         "lease" => lease,
         "approved_by" => approved_by,
+        "person_cells" => person_cells,
         "created_at" => created_at,
     );
     (b, a)
@@ -294,6 +296,7 @@ mod tests {
         other.attempt = 4;
         other.lease = Some(crate::task::Lease { owner: "w1".into(), expires_at: t1 });
         other.approved_by = "human:sato".into();
+        other.person_cells = crate::authority::PersonCells::of(crate::authority::SourceCell::ALL);
         other.updated_at = t1 + jiff::SignedDuration::from_secs(1);
         let fields: Vec<String> = match serde_json::to_value(&base).unwrap() {
             Value::Object(map) => map.keys().filter(|k| *k != "updated_at").cloned().collect(),

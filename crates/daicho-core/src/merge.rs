@@ -16,7 +16,7 @@ use jiff::Timestamp;
 use jiff::civil::Date;
 use serde::Serialize;
 
-use crate::authority::{self, Authority, FieldNote};
+use crate::authority::{self, Authority, FieldNote, PersonCells, SourceCell};
 use crate::id::TaskId;
 use crate::item::Item;
 use crate::key::dedupe_key;
@@ -159,6 +159,26 @@ impl PatchFields {
     /// Whether the patch writes nothing.
     pub fn is_empty(&self) -> bool {
         *self == PatchFields::default()
+    }
+
+    /// Drops what the patch would write into the cells a person wrote (S13, M5, M6).
+    fn withhold(&mut self, theirs: PersonCells) {
+        for cell in theirs.iter() {
+            match cell {
+                SourceCell::Project => self.project = None,
+                SourceCell::Title => self.title = None,
+                SourceCell::Body => self.body = None,
+                SourceCell::Evidence => self.evidence = None,
+                SourceCell::Due => self.due = None,
+                SourceCell::Assignee => self.assignee = None,
+                SourceCell::WorkType => self.work_type = None,
+                SourceCell::Priority => self.priority = None,
+                SourceCell::NotBefore => self.not_before = None,
+                SourceCell::Action => self.action = None,
+                SourceCell::Deps => self.deps = None,
+                SourceCell::Tags => self.tags = None,
+            }
+        }
     }
 
     /// Writes the patch into `task` (the store calls this on the row it read in its transaction).
@@ -932,34 +952,56 @@ fn fill_empty_cells(row: &Task, item: &Item, deps: Vec<TaskId>) -> PatchFields {
             .is_some_and(|template| crate::aggregate::is_counted(template, &row.title));
         fields.title = (counted && row.title != item.title).then(|| item.title.clone());
     }
+    // S13: what a person wrote is theirs, emptied or not; no source writes it again.
+    fields.withhold(row.person_cells);
     fields
 }
 
 /// The cells of an open row an item offers other values for, kept by the fill-empty rule (M5).
+/// A cell a person wrote is kept even when they emptied it (S13).
 fn kept_cells(row: &Task, item: &Item, deps: &[TaskId]) -> Vec<&'static str> {
-    fn differs(current: &str, offered: &str) -> bool {
-        !current.is_empty() && !offered.trim().is_empty() && current != offered
-    }
-    fn differs_opt<T: PartialEq>(current: Option<T>, offered: Option<T>) -> bool {
-        current.is_some() && offered.is_some() && current != offered
-    }
-    let body = !item.refresh && differs(&row.body, &item.body);
-    let evidence = !item.refresh && differs(&row.evidence, &item.evidence);
+    let theirs = |cell| row.person_cells.contains(cell);
+    // The row keeps its value when it has one, or a person wrote the cell, and the item offers
+    // another one.
+    let kept = |cell: SourceCell, filled: bool, offered: bool, differ: bool| {
+        (filled || theirs(cell)) && offered && differ
+    };
+    let text = |cell: SourceCell, current: &str, offered: &str| {
+        kept(cell, !current.is_empty(), !offered.trim().is_empty(), current != offered)
+    };
+    let opt = |cell: SourceCell, current: Option<String>, offered: Option<String>| {
+        kept(cell, current.is_some(), offered.is_some(), current != offered)
+    };
+    let show = |t: Option<Timestamp>| t.map(|t| t.to_string());
+    // An aggregate's body and evidence are overwritten (M6), unless a person wrote them.
+    let refreshed = |cell: SourceCell| item.refresh && !theirs(cell);
     [
-        ("project", differs(&row.project, &item.project)),
-        ("body", body),
-        ("evidence", evidence),
-        ("due", differs_opt(row.due, item.due)),
-        ("assignee", differs(&row.assignee, &item.assignee)),
-        ("type", differs(&row.work_type, &item.work_type)),
-        ("priority", row.priority != 0 && item.priority != 0 && row.priority != item.priority),
-        ("not_before", differs_opt(row.not_before, item.not_before)),
-        ("action", differs(&row.action, item.action.trim())),
-        ("deps", !row.deps.is_empty() && !deps.is_empty() && row.deps != deps),
-        ("tags", !row.tags.is_empty() && !item.tags.is_empty() && row.tags != item.tags),
+        (SourceCell::Project, text(SourceCell::Project, &row.project, &item.project)),
+        (SourceCell::Body, !refreshed(SourceCell::Body) && text(SourceCell::Body, &row.body, &item.body)),
+        (
+            SourceCell::Evidence,
+            !refreshed(SourceCell::Evidence) && text(SourceCell::Evidence, &row.evidence, &item.evidence),
+        ),
+        (
+            SourceCell::Due,
+            opt(SourceCell::Due, row.due.map(|d| d.to_string()), item.due.map(|d| d.to_string())),
+        ),
+        (SourceCell::Assignee, text(SourceCell::Assignee, &row.assignee, &item.assignee)),
+        (SourceCell::WorkType, text(SourceCell::WorkType, &row.work_type, &item.work_type)),
+        (
+            SourceCell::Priority,
+            kept(SourceCell::Priority, row.priority != 0, item.priority != 0, row.priority != item.priority),
+        ),
+        (SourceCell::NotBefore, opt(SourceCell::NotBefore, show(row.not_before), show(item.not_before))),
+        (SourceCell::Action, text(SourceCell::Action, &row.action, item.action.trim())),
+        (SourceCell::Deps, kept(SourceCell::Deps, !row.deps.is_empty(), !deps.is_empty(), row.deps != deps)),
+        (
+            SourceCell::Tags,
+            kept(SourceCell::Tags, !row.tags.is_empty(), !item.tags.is_empty(), row.tags != item.tags),
+        ),
     ]
     .into_iter()
-    .filter_map(|(name, kept)| kept.then_some(name))
+    .filter_map(|(cell, kept)| kept.then_some(cell.name()))
     .collect()
 }
 

@@ -33,7 +33,7 @@ pub fn purge_plan(
             Some("it has a result".to_owned())
         } else if !t.correction.trim().is_empty() {
             Some("it has a person's correction".to_owned())
-        } else if edited_by_person.contains(&t.id) {
+        } else if edited_by_person.contains(&t.id) || !t.person_cells.is_empty() {
             Some("a person edited it".to_owned())
         } else {
             None

@@ -281,6 +281,9 @@ pub struct Task {
     /// journal names them; empty when none did. Only `approve` sets it; the claim clears it.
     #[serde(default)]
     pub approved_by: String,
+    /// Hidden: the cells a person wrote, which no source fills or overwrites again (S13, M5).
+    #[serde(default)]
+    pub person_cells: crate::authority::PersonCells,
     /// When the row was created.
     pub created_at: Timestamp,
     /// When the row last changed.
@@ -321,6 +324,7 @@ impl Task {
             attempt: 0,
             lease: None,
             approved_by: String::new(),
+            person_cells: crate::authority::PersonCells::NONE,
             created_at: now,
             updated_at: now,
         }

@@ -159,6 +159,9 @@ CREATE OR REPLACE TRIGGER ready_count_delete AFTER DELETE ON task REFERENCING OL
 CREATE INDEX IF NOT EXISTS task_not_due ON task (not_before)
     WHERE status = 'pending' AND unmet_deps = 0 AND not_before IS NOT NULL;
 "#,
+    // 7 (S13, M5): the cells of a row a person wrote, one bit each (`PersonCells`): no source
+    // fills or overwrites them again, even once the person emptied them.
+    "ALTER TABLE task ADD COLUMN IF NOT EXISTS person_cells INT NOT NULL DEFAULT 0",
 ];
 
 /// Checks, without writing, that the database holds a ledger of this daicho's schema version.

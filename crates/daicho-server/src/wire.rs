@@ -65,6 +65,8 @@ pub struct TaskJson {
     pub created_at: String,
     /// Last changed, RFC 3339.
     pub updated_at: String,
+    /// The cells a person wrote, which no source fills or overwrites again (S13).
+    pub person_cells: Vec<&'static str>,
 }
 
 impl From<&Task> for TaskJson {
@@ -97,6 +99,7 @@ impl From<&Task> for TaskJson {
             lease_expires_at: t.lease.as_ref().map(|l| l.expires_at.to_string()),
             created_at: t.created_at.to_string(),
             updated_at: t.updated_at.to_string(),
+            person_cells: t.person_cells.iter().map(daicho_core::authority::SourceCell::name).collect(),
         }
     }
 }

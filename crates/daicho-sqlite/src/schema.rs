@@ -166,6 +166,9 @@ END;
 CREATE INDEX task_not_due ON task (not_before)
     WHERE status = 'pending' AND unmet_deps = 0 AND not_before IS NOT NULL;
 "#,
+    // 7 (S13, M5): the cells of a row a person wrote, one bit each (`PersonCells`): no source
+    // fills or overwrites them again, even once the person emptied them.
+    "ALTER TABLE task ADD COLUMN person_cells INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// Checks, without writing, that the ledger's schema is the one this daicho knows (a read-only

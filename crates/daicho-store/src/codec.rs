@@ -2,6 +2,7 @@
 //! backends share (the column lists, the row writes, the ready condition), parameterised by the
 //! backend's placeholder syntax (`?1` for SQLite, `$1` for PostgreSQL). Pure: no I/O.
 
+use daicho_core::authority::PersonCells;
 use daicho_core::policy::{ClaimScope, Mode};
 use daicho_core::task::{Lease, TAG_AI, TAG_EXTERNAL, TAG_HEAVY};
 use daicho_core::{Status, Tags, Task, TaskId};
@@ -35,7 +36,7 @@ pub enum CellKind {
 }
 
 /// The columns of `task` that make a [`Task`], with their types, in the order of [`COLUMNS`].
-pub const TASK_COLUMNS: [(&str, CellKind); 29] = [
+pub const TASK_COLUMNS: [(&str, CellKind); 30] = [
     ("num", CellKind::BigInt),
     ("id_width", CellKind::Int),
     ("project", CellKind::Text),
@@ -65,12 +66,14 @@ pub const TASK_COLUMNS: [(&str, CellKind); 29] = [
     ("created_at", CellKind::BigInt),
     ("updated_at", CellKind::BigInt),
     ("approved_by", CellKind::Text),
+    ("person_cells", CellKind::Int),
 ];
 
 /// The names of [`TASK_COLUMNS`], comma-separated, for `SELECT {COLUMNS} FROM task`.
 pub const COLUMNS: &str = "num, id_width, project, status, run, title, body, source, evidence, due, \
     assignee, work_type, priority, not_before, action, result, run_at, correction, deps, tags, key, \
-    failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at, approved_by";
+    failures, refresh, attempt, lease_owner, lease_expires_at, created_at, updated_at, approved_by, \
+    person_cells";
 
 /// A backend's placeholder for the `n`th parameter (1-based).
 pub type Placeholder = fn(usize) -> String;
@@ -441,6 +444,7 @@ pub fn encode(t: &Task) -> Vec<Cell> {
         Cell::BigInt(Some(micros(t.created_at))),
         Cell::BigInt(Some(micros(t.updated_at))),
         text(&t.approved_by),
+        Cell::Int(i32::from(t.person_cells.bits())),
     ]
 }
 
@@ -524,6 +528,7 @@ pub fn decode(cells: Vec<Cell>) -> Result<Task, String> {
     let created_at = opt_time(big(next())?)?.unwrap_or_default();
     let updated_at = opt_time(big(next())?)?.unwrap_or_default();
     let approved_by = text(next())?;
+    let person_cells = PersonCells::from_bits(u16::try_from(int(next())?).unwrap_or(0));
     Ok(Task {
         id: TaskId::with_width(num as u64, width.clamp(1, 20) as u8),
         project,
@@ -555,6 +560,7 @@ pub fn decode(cells: Vec<Cell>) -> Result<Task, String> {
         created_at,
         updated_at,
         approved_by,
+        person_cells,
     })
 }
 
@@ -642,7 +648,7 @@ mod tests {
         assert_eq!(satisfying_statuses(), "('done', 'dropped')");
         let update = update_sql(Columns::ALL, |n| format!("?{n}"));
         assert!(update.starts_with("UPDATE task SET id_width = ?2, project = ?3"), "{update}");
-        assert!(update.ends_with("approved_by = ?29 WHERE num = ?1"), "{update}");
-        assert!(insert_sql(|n| format!("${n}")).ends_with("$29, $30)"));
+        assert!(update.ends_with("approved_by = ?29, person_cells = ?30 WHERE num = ?1"), "{update}");
+        assert!(insert_sql(|n| format!("${n}")).ends_with("$30, $31)"));
     }
 }

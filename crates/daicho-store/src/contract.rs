@@ -14,7 +14,7 @@ use std::future::Future;
 
 use daicho_core::dag;
 use daicho_core::edit::TaskEdit;
-use daicho_core::{Actor, Item, Status, Task, TaskId};
+use daicho_core::{Actor, Item, Status, Tags, Task, TaskId};
 use jiff::{SignedDuration, Timestamp};
 
 use crate::{
@@ -66,6 +66,7 @@ macro_rules! store_contract_tests {
             s8_paused_claims_nothing,
             s2_approval_queue_is_idempotent,
             s13_producers_never_write_a_persons_fields,
+            s13_m5_m6_no_source_writes_again_a_cell_a_person_wrote,
             s13_an_id_addresses_a_row_only_with_its_key,
             s13_only_a_person_edits_and_running_is_a_claims,
             s2_s13_approval_is_a_persons_of_a_ready_task_and_spent_by_the_claim,
@@ -1341,6 +1342,56 @@ pub async fn s13_producers_never_write_a_persons_fields<B: Backend>(backend: &B)
     let report = store.upsert(person_batch(vec![exported])).await.expect("a person's import");
     let row = store.get(report.added[0]).await.expect("get").expect("row");
     assert_eq!((row.correction.as_str(), row.failures), ("shorter", 1));
+}
+
+/// S13, M5, M6: a cell a person edited — rewritten or emptied — is theirs: no push, sync,
+/// import or aggregate refresh fills or overwrites it again, while the cells no person wrote are
+/// still filled and refreshed; and the row is never purged.
+pub async fn s13_m5_m6_no_source_writes_again_a_cell_a_person_wrote<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let offered = |body: &str, evidence: &str| {
+        let mut i = item("fix the parser");
+        i.body = body.into();
+        i.evidence = evidence.into();
+        i.assignee = "bot".into();
+        i.tags = Tags::parse_list("ai");
+        i
+    };
+    let pushed = store.upsert(batch(vec![offered("the bot's words", "e1")])).await.expect("push");
+    let row = pushed.added[0];
+    assert!(store.get(row).await.expect("get").expect("row").person_cells.is_empty(), "a producer's row");
+    // A person rewrites the body, empties the assignee and takes the ai tag off.
+    let edit = TaskEdit {
+        body: Some("my own notes".into()),
+        assignee: Some(String::new()),
+        remove_tags: vec!["ai".into()],
+        ..TaskEdit::default()
+    };
+    let edited = store.edit(row, edit, Actor::Human("ana".into()), t0()).await.expect("edit");
+    assert_eq!(edited.person_cells.to_string(), "body, assignee, tags");
+    // An aggregate refresh, a push and a sync of the same item, each offering those cells again.
+    let mut refresh = offered("376 open questions", "e2");
+    refresh.due = Some("2027-01-31".parse().expect("date"));
+    refresh.refresh = true;
+    let writers = [Actor::Push("contract".into()), Actor::Sync("contract".into()), Actor::Import("c".into())];
+    for actor in writers {
+        let report = store.upsert(Batch { actor: actor.clone(), ..batch(vec![refresh.clone()]) }).await;
+        report.expect("upsert");
+        let now = store.get(row).await.expect("get").expect("row");
+        assert_eq!(now.body, "my own notes", "{actor}: a person's body is never refreshed");
+        assert_eq!(now.assignee, "", "{actor}: an emptied cell stays empty");
+        assert!(now.tags.is_empty(), "{actor}: the ai tag stays off: {:?}", now.tags);
+        assert_eq!(now.evidence, "e2", "{actor}: no person wrote the evidence: refreshed (M6)");
+        assert_eq!(now.due, refresh.due, "{actor}: an empty cell no person wrote is filled (M5)");
+    }
+    // The same input again changes nothing (M8) and says which cells the row keeps.
+    let again = store.upsert(batch(vec![refresh.clone()])).await.expect("again");
+    assert!(again.added.is_empty() && again.updated.is_empty(), "{again:?}");
+    let reason = &again.skipped[0].reason;
+    assert!(reason.contains("body") && reason.contains("assignee") && reason.contains("tags"), "{reason}");
+    // A purge of the source keeps the row: a person wrote into it (F2).
+    let purge = store.purge_source("contract", false, Actor::Human("ana".into()), t0()).await.expect("purge");
+    assert!(purge.kept.iter().any(|(id, _)| *id == row), "{purge:?}");
 }
 
 /// S13, M1: an item naming the id of an existing row addresses it only with the row's key

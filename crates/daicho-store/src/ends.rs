@@ -1,6 +1,7 @@
 //! What a run's end (or a person's approval) does to its row, decided once for every backend
 //! (pure: no I/O).
 
+use daicho_core::authority::PersonCells;
 use daicho_core::policy::FailurePolicy;
 use daicho_core::{Actor, Task};
 use jiff::Timestamp;
@@ -129,7 +130,12 @@ pub fn plan_edit(
     now: Timestamp,
 ) -> Result<Task> {
     daicho_core::authority::check_edit(actor, before, edit)?;
-    Ok(edit.apply(before, now))
+    let mut after = edit.apply(before, now);
+    if matches!(actor, Actor::Human(_)) {
+        // The cells a person wrote are theirs: no source fills or overwrites them again (S13).
+        after.person_cells = before.person_cells.union(PersonCells::changed(before, &after));
+    }
+    Ok(after)
 }
 
 /// A lost run (S4): the `running` row `before` whose lease expired by `now` gets one timeout

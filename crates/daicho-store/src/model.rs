@@ -21,9 +21,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::contract::Backend;
 use crate::{Batch, ClaimOutcome, ClaimRequest, Finish, ListFilter, RunEnd, Store, StoreError, UnknownDeps};
 use daicho_core::edit::TaskEdit;
+use daicho_core::merge::merge_plan_with_keys;
 use daicho_core::policy::FailurePolicy;
 use daicho_core::task::Lease;
-use daicho_core::{Actor, Item, Status, Task, TaskId, dag, merge_plan};
+use daicho_core::{Actor, Item, Status, Task, TaskId, dag};
 use jiff::{SignedDuration, Timestamp};
 
 const STEPS: usize = 90;
@@ -64,6 +65,7 @@ struct Shape {
     failures: u32,
     attempt: u32,
     lease: Option<(String, Timestamp)>,
+    person_cells: daicho_core::authority::PersonCells,
 }
 
 fn shape(t: &Task) -> Shape {
@@ -81,6 +83,7 @@ fn shape(t: &Task) -> Shape {
         failures: t.failures,
         attempt: t.attempt,
         lease: t.lease.as_ref().map(|l| (l.owner.clone(), l.expires_at)),
+        person_cells: t.person_cells,
     }
 }
 
@@ -172,7 +175,9 @@ async fn walk<B: Backend>(backend: &B, seed: u64) -> usize {
                     3 => (Actor::Push(source.into()), UnknownDeps::Refuse),
                     _ => (Actor::Human("importer".into()), UnknownDeps::Refuse),
                 };
-                let plan = merge_plan(&model.tasks(), &items, now, model.next_id);
+                let keys = daicho_core::merge::incoming_keys(&items);
+                let authority = daicho_core::authority::Authority::of(&actor);
+                let plan = merge_plan_with_keys(&model.tasks(), &items, &keys, authority, now, model.next_id);
                 let batch = Batch { items: items.into(), actor, now, file: "walk".into(), unknown_deps };
                 match store.upsert(batch).await {
                     Ok(report) => {
@@ -324,10 +329,16 @@ async fn walk<B: Backend>(backend: &B, seed: u64) -> usize {
                 if rng.chance(2) {
                     edit.run = Some(rng.chance(2));
                 }
-                let result = store.edit(id, edit.clone(), Actor::Human("p".into()), now).await;
+                if rng.chance(4) {
+                    // A person's body, or an emptied one: theirs from now on (S13).
+                    edit.body = Some(["", "mine"][rng.below(2) as usize].into());
+                }
+                let person = Actor::Human("p".into());
+                let result = store.edit(id, edit.clone(), person.clone(), now).await;
                 match (model.rows.get_mut(&id), &result) {
                     (Some(row), Ok(_)) => {
-                        let after = edit.apply(row, now);
+                        let after =
+                            crate::ends::plan_edit(row, &edit, &person, now).expect("a person's edit");
                         if shape(&after) != shape(row) {
                             model.edited.insert(id);
                         }

@@ -57,7 +57,8 @@ mod sqlite_specifics {
         let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
         raw.execute_batch(
             "DROP TRIGGER ready_count_insert; DROP TRIGGER ready_count_delete; DROP TRIGGER ready_count_update; \
-             DROP INDEX task_not_due; DROP TABLE ready_count; PRAGMA user_version = 6;",
+             DROP INDEX task_not_due; DROP TABLE ready_count; ALTER TABLE task DROP COLUMN person_cells; \
+             PRAGMA user_version = 6;",
         )
         .unwrap();
         drop(raw);

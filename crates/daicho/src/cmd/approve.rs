@@ -63,7 +63,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
 
 /// The queue, each with what its run would do.
 async fn queue(ctx: &Context) -> anyhow::Result<ExitCode> {
-    let engine = ctx.engine().await?;
+    let engine = ctx.reading_engine().await?;
     let store = engine.store();
     let (mut json, mut lines) = (Vec::new(), Vec::new());
     for queued in store.approvals().await? {

@@ -14,7 +14,7 @@ pub struct Args {}
 
 /// Runs `daicho doctor`.
 pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let report = ctx.engine().await?.doctor_in(ctx.lang).await?;
+    let report = ctx.reading_engine().await?.doctor_in(ctx.lang).await?;
     ctx.report(&report)?;
     Ok(if report.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

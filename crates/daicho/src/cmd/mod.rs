@@ -113,6 +113,13 @@ impl Context {
         self.engine_with(self.load_config()?).await
     }
 
+    /// The engine over the ledger opened for reading only, for a command that writes nothing
+    /// (`ready`, `doctor`, the approval queue): a ledger in a read-only place still answers.
+    pub async fn reading_engine(&self) -> anyhow::Result<Engine<AnyStore>> {
+        let config = self.load_config()?;
+        Ok(Engine::new(std::sync::Arc::new(self.reader().await?), config, Some(self.pause_file())))
+    }
+
     /// The engine over the ledger with a configuration already loaded (and checked).
     pub async fn engine_with(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
         Ok(Engine::new(std::sync::Arc::new(self.store().await?), config, Some(self.pause_file())))

@@ -21,7 +21,7 @@ pub struct Args {
 
 /// Runs `daicho ready`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let engine = ctx.engine().await?;
+    let engine = ctx.reading_engine().await?;
     let ready = engine.store().ready(jiff::Timestamp::now(), args.limit).await?;
     let decisions = engine.explain(&ready.tasks, daicho_engine::Role::Auto).await?;
     let (total, more) = (ready.total, ready.total - ready.tasks.len());

@@ -198,3 +198,35 @@ fn s13_set_status_running_is_refused() {
     assert!(set.stderr.contains("`running` is set only by a claim"), "{}", set.stderr);
     assert_eq!(snapshot(&ledger), before);
 }
+
+/// S13, M5, M6: what a person writes with `daicho set` — a body of their own, an emptied action
+/// (the row made manual), the `ai` tag taken off — stays theirs: a producer's push with
+/// `refresh`, a configured source's sync and an import offering the old values again write
+/// none of it (so no agent is routed to the row), while cells no person wrote are still filled.
+#[test]
+fn s13_m6_a_cell_a_person_wrote_or_emptied_stays_theirs_through_push_sync_and_import() {
+    let ledger = Ledger::new();
+    let offer = r#"[{"title":"fix the parser","body":"the bot's words","action":"claude","tags":["ai"]}]"#;
+    ledger.run_with_input(&["push", "--source", "bot"], offer.as_bytes()).ok();
+    ledger.run(&["set", "T-0001", "--body", "my own notes", "--action", "", "--untag", "ai"]).ok();
+    let shown: crate::TaskJson = ledger.run(&["show", "T-0001", "--json"]).ok().json();
+    assert_eq!(shown.person_cells, ["body", "action", "tags"]);
+    let again = r#"[{"title":"fix the parser","body":"12 new reports","action":"claude","tags":["ai"],
+                    "assignee":"bot-team","refresh":true}]"#;
+    ledger.file("bot.json", again);
+    ledger.file("daicho.toml", "[[source]]\nname = \"bot\"\nkind = \"json\"\npath = \"bot.json\"\n");
+    let writes: [&[&str]; 3] =
+        [&["push", "--source", "bot"], &["sync", "--json"], &["import", "--source", "bot", "bot.json"]];
+    for args in writes {
+        ledger.run_with_input(args, again.as_bytes()).ok();
+        let row: crate::TaskJson = ledger.run(&["show", "T-0001", "--json"]).ok().json();
+        assert_eq!(row.body, "my own notes", "{args:?}: a person's body is never refreshed");
+        assert_eq!(row.action, "", "{args:?}: a row a person made manual stays manual");
+        assert!(!row.tags.contains(&"ai".to_owned()), "{args:?}: the ai tag stays off: {:?}", row.tags);
+        assert_eq!(row.assignee, "bot-team", "{args:?}: an empty cell no person wrote is filled");
+    }
+    let ready = ledger.run(&["ready", "--json"]).ok().json::<Value>();
+    assert_eq!(ready["tasks"][0]["action"], "", "no agent is routed to it: {ready}");
+    let text = ledger.run(&["show", "T-0001"]).ok().stdout;
+    assert!(text.contains("by_person   body, action, tags"), "{text}");
+}

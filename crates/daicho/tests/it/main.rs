@@ -229,6 +229,7 @@ pub struct TaskJson {
     pub lease_expires_at: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    pub person_cells: Vec<String>,
 }
 
 /// The `ready --json` wire format.

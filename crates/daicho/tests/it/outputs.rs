@@ -125,6 +125,23 @@ fn x4_a_ledger_in_a_read_only_place_can_be_read() {
         assert_eq!(code, Some(0), "{args:?}: {}", String::from_utf8_lossy(&stderr));
         assert!(stdout.contains("T-000") || stdout.contains("created: first"), "{args:?}: {stdout}");
     }
+    // The commands that only look: the ready set with its reasons, the health check, the
+    // approval queue and its history, the counts, the cross view.
+    let looks: [&[&str]; 6] = [
+        &["ready", "--json"],
+        &["doctor", "--json"],
+        &["approve", "--json"],
+        &["approve", "--history", "--json"],
+        &["stats", "--json"],
+        &["view", "--json"],
+    ];
+    for args in looks {
+        let (code, stdout, stderr) = run(args);
+        let answer: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+        // `doctor` exits 1 on a finding; an error is never the answer.
+        assert!(answer.get("error").is_none(), "{args:?}: {code:?} {stdout}");
+        assert!(matches!(code, Some(0 | 1)), "{args:?}: {code:?} {}", String::from_utf8_lossy(&stderr));
+    }
     let (code, _, stderr) = run(&["add", "third"]);
     assert_eq!(code, Some(1), "a write in a read-only place is refused");
     assert!(
