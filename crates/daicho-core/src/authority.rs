@@ -9,6 +9,11 @@
 //! | [`Authority::Puller`] | `sync:<source>` (configured sources) | ignored and reported | no |
 //! | [`Authority::Agent`] | `worker:<id>` (runs, remote workers, MCP claims) | refused whole | no |
 //!
+//! A push (`push:<source>`) and an agent also never register a row as `done` or `dropped`
+//! ([`PersonField::Closed`]): only a person closes work, and a row born closed would satisfy a
+//! waiting task's dep at once. A pulled checklist's `[x]` and an imported file's done lines are
+//! the person's own ticks and stay done.
+//!
 //! Whatever the authority, `running` is set by a claim only (a person's edit cannot set it), an
 //! approval is a person's act on a task that is ready, and an item that names an id addresses
 //! that row only when it is the same task (see [`crate::merge`]).
@@ -69,6 +74,10 @@ pub enum PersonField {
     /// producer naming it would match a person's rows and fill their cells — an action, the `ai`
     /// tag — so that an agent runs them.
     ManualSource,
+    /// A new row's status `done` or `dropped`, pushed: only a person closes work (S13). A
+    /// pushed row born closed would satisfy at once a dep that another task waits for. (A
+    /// pulled checklist's `[x]` and an imported file's done lines are a person's own ticks.)
+    Closed,
 }
 
 /// The source of the rows people add by hand (`daicho add`'s default): only a person writes
@@ -85,6 +94,7 @@ impl PersonField {
             PersonField::RunAt => "run_at",
             PersonField::Failures => "failures",
             PersonField::ManualSource => "source",
+            PersonField::Closed => "status",
         }
     }
 
@@ -97,7 +107,7 @@ impl PersonField {
             PersonField::RunAt => item.run_at == row.run_at,
             PersonField::Failures => item.failures == row.failures,
             // Never ignored: such an item is refused whole, whoever writes it.
-            PersonField::ManualSource => false,
+            PersonField::ManualSource | PersonField::Closed => false,
         }
     }
 
@@ -337,11 +347,22 @@ pub fn screen(authority: Authority, items: &[Item]) -> Screen {
     screen
 }
 
+/// Whether `actor` may not register a row as `done` or `dropped` ([`PersonField::Closed`]): a
+/// push (CLI, HTTP, MCP, an executor's output) and an agent.
+pub fn refuses_closed(actor: &Actor) -> bool {
+    matches!(actor, Actor::Push(_) | Actor::Worker(_))
+}
+
 /// The reason given when a producer's item carries a person-only field.
 pub fn refused_field_reason(actor: &Actor, field: PersonField) -> String {
     if field == PersonField::ManualSource {
         return format!(
             "the source '{MANUAL_SOURCE}' holds the rows people add by hand (S13); {actor} may not write into it — give the item a source of its own"
+        );
+    }
+    if field == PersonField::Closed {
+        return format!(
+            "status 'done' or 'dropped' is set only by a person (S13); {actor} registers open work — remove the status, or push it as pending"
         );
     }
     format!(
@@ -432,6 +453,44 @@ mod tests {
         let mut item = Item::new("x", "bot");
         item.line = Some(line);
         item
+    }
+
+    /// S13: a push or an agent never registers a row as done or dropped; a pulled checklist, an
+    /// imported file and a person do.
+    #[test]
+    fn s13_only_a_push_or_an_agent_may_not_register_closed_work() {
+        let mut done = Item::new("the review", "bot");
+        done.status = Some(Status::Done);
+        let mut dropped = Item::new("the draft", "bot");
+        dropped.status = Some(Status::Dropped);
+        let parked = Item { status: Some(Status::NeedsHuman), ..Item::new("ask", "bot") };
+        let writers = [
+            (Actor::Push("bot".into()), true),
+            (Actor::Worker("w1".into()), true),
+            (Actor::Sync("tasks".into()), false),
+            (Actor::Import("tasks".into()), false),
+            (Actor::Human("ana".into()), false),
+        ];
+        for (actor, refused) in writers {
+            for item in [&done, &dropped] {
+                let mut decider = crate::merge::Decider::for_actor(&actor, 1);
+                let result = decider.check(0, std::slice::from_ref(item));
+                assert_eq!(
+                    matches!(
+                        result,
+                        Err(crate::merge::Refused::PersonField(FieldNote { field: PersonField::Closed, .. }))
+                    ),
+                    refused,
+                    "{actor} {:?}",
+                    item.status
+                );
+            }
+            let mut decider = crate::merge::Decider::for_actor(&actor, 1);
+            assert!(
+                decider.check(0, std::slice::from_ref(&parked)).is_ok(),
+                "{actor}: needs_human is open work"
+            );
+        }
     }
 
     /// S13: the cells a person wrote are the cells that changed, and read back from their stored

@@ -418,6 +418,8 @@ enum Fate {
 #[derive(Debug)]
 pub struct Decider {
     authority: Authority,
+    /// Refuse items that would make a row `done` or `dropped` ([`authority::refuses_closed`]).
+    refuse_closed: bool,
     next_id: u64,
     ignored: Vec<FieldNote>,
     /// The largest ledger id named as a dep: fresh ids never take such a number (the ids items
@@ -459,6 +461,7 @@ impl Decider {
     pub fn new(authority: Authority, next_id: u64) -> Decider {
         Decider {
             authority,
+            refuse_closed: false,
             next_id,
             ignored: Vec::new(),
             max_named: 0,
@@ -472,6 +475,15 @@ impl Decider {
             planned: HashSet::new(),
             firsts: Vec::new(),
             wanted_deps: Vec::new(),
+        }
+    }
+
+    /// [`Decider::new`] for an input `actor` writes: its authority, and for a push or an agent
+    /// no item that would register a row as `done` or `dropped` (S13).
+    pub fn for_actor(actor: &crate::Actor, next_id: u64) -> Decider {
+        Decider {
+            refuse_closed: authority::refuses_closed(actor),
+            ..Decider::new(Authority::of(actor), next_id)
         }
     }
 
@@ -493,6 +505,13 @@ impl Decider {
         let screen = authority::screen(self.authority, items);
         let at = |note: FieldNote| FieldNote { index: note.index + start, ..note };
         if let Some(note) = screen.refused {
+            return Err(Refused::PersonField(at(note)));
+        }
+        if self.refuse_closed
+            && let Some((index, item)) =
+                items.iter().enumerate().find(|(_, i)| i.status.is_some_and(Status::satisfies_deps))
+        {
+            let note = FieldNote { index, line: item.line, field: authority::PersonField::Closed };
             return Err(Refused::PersonField(at(note)));
         }
         self.ignored.extend(screen.ignored.into_iter().map(at));

@@ -1074,10 +1074,9 @@ impl Batch {
     /// [`StoreError::InvalidInput`] naming the item's file and line: a person-only field from a
     /// producer; an item that no longer reads.
     pub fn decider(&self, next_id: u64) -> Result<daicho_core::merge::Decider> {
-        use daicho_core::authority::Authority;
         use daicho_core::merge::Decider;
 
-        let mut decider = Decider::new(Authority::of(&self.actor), next_id);
+        let mut decider = Decider::for_actor(&self.actor, next_id);
         for range in self.ranges() {
             let items = self.range(range.clone())?;
             decider.check(range.start, &items).map_err(|r| self.refusal(&r, &[]))?;

@@ -77,3 +77,47 @@ async fn s2_s13_api_approve_needs_a_ready_task() {
     let row = server.store.get(ids[1]).await.expect("get").expect("row");
     assert_eq!((row.run, row.approved_by.as_str()), (true, "human:ana"));
 }
+
+/// S13, D2: a push never registers a row as `done` or `dropped` — such a row would satisfy at
+/// once the dep a waiting task names — in English or Japanese, as a whole input refused; the
+/// same item pushed open is taken, and the task waiting for it stays blocked.
+#[tokio::test]
+async fn s13_api_push_never_registers_closed_work() {
+    let server = TestServer::start(daicho_server::ServerOptions::default()).await;
+    // A pulled checklist's task that waits for one not written yet (kept, D2).
+    let mut waiting = item("publish the report", "PJ-01", "work", "ai");
+    waiting.deps = vec!["T-0500".into()];
+    let pulled = daicho_store::Batch {
+        items: vec![waiting].into(),
+        actor: daicho_core::Actor::Sync("plan".into()),
+        now: jiff::Timestamp::now(),
+        file: "plan.md".into(),
+        unknown_deps: daicho_store::UnknownDeps::Keep,
+    };
+    let ids = server.store.upsert(pulled).await.expect("sync").added;
+    let ready = |server: &TestServer| {
+        let store = server.store.clone();
+        async move { store.ready(jiff::Timestamp::now(), 10).await.expect("ready").total }
+    };
+    assert_eq!(ready(&server).await, 0, "it waits for T-0500");
+    let before = snapshot(&server).await;
+    for status in ["done", "dropped", "完了", "不要"] {
+        let body =
+            json!([{ "title": "other work" }, { "id": "T-0500", "title": "the review", "status": status }]);
+        let response =
+            server.client.post(server.url("/api/v1/push?source=bot")).json(&body).send().await.expect("post");
+        assert_eq!(response.status().as_u16(), 400, "{status}");
+        let answer: Value = response.json().await.expect("json");
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(error.contains("status 'done' or 'dropped' is set only by a person"), "{status}: {answer}");
+        assert!(error.starts_with("<request body>:1: "), "the file and line: {answer}");
+        assert_eq!(snapshot(&server).await, before, "{status}: nothing written");
+    }
+    let open = json!([{ "id": "T-0500", "title": "the review", "status": "pending" }]);
+    let response =
+        server.client.post(server.url("/api/v1/push?source=bot")).json(&open).send().await.expect("post");
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(ready(&server).await, 1, "the review is ready; the report still waits for it");
+    let row = server.store.get(ids[0]).await.expect("get").expect("row");
+    assert_eq!(row.status, daicho_core::Status::Pending);
+}

@@ -230,3 +230,22 @@ fn s13_m6_a_cell_a_person_wrote_or_emptied_stays_theirs_through_push_sync_and_im
     let text = ledger.run(&["show", "T-0001"]).ok().stdout;
     assert!(text.contains("by_person   body, action, tags"), "{text}");
 }
+
+/// S13: `daicho push` (a producer's channel, as an executor's output is) refuses an item born
+/// `done`, naming the line, and writes nothing; a checklist a person keeps still imports its
+/// ticked lines as done (X3).
+#[test]
+fn s13_a_push_never_registers_closed_work_but_a_ticked_checklist_line_is_done() {
+    let ledger = Ledger::new();
+    let before = snapshot(&ledger);
+    let items = "[{\"title\":\"open work\"},\n {\"title\":\"the review\",\"status\":\"done\"}]\n";
+    let pushed = ledger.run_with_input(&["push", "--source", "bot", "--json"], items.as_bytes());
+    assert_eq!(pushed.code, 1, "{pushed:?}");
+    let error = pushed.json::<Value>()["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.contains(":2: status 'done' or 'dropped' is set only by a person"), "{error}");
+    assert_eq!(snapshot(&ledger), before, "nothing written");
+    let list = ledger.file("tasks.md", "- [x] [T-0001] the review\n- [ ] [T-0002] publish | 依存:T-0001\n");
+    ledger.run(&["import", &list]).ok();
+    let statuses: Vec<String> = ledger.tasks().into_iter().map(|t| t.status).collect();
+    assert_eq!(statuses, ["done", "pending"]);
+}
