@@ -988,10 +988,6 @@ fn kept_cells(row: &Task, item: &Item, deps: &[TaskId]) -> Vec<&'static str> {
     let text = |cell: SourceCell, current: &str, offered: &str| {
         kept(cell, !current.is_empty(), !offered.trim().is_empty(), current != offered)
     };
-    let opt = |cell: SourceCell, current: Option<String>, offered: Option<String>| {
-        kept(cell, current.is_some(), offered.is_some(), current != offered)
-    };
-    let show = |t: Option<Timestamp>| t.map(|t| t.to_string());
     // An aggregate's body and evidence are overwritten (M6), unless a person wrote them.
     let refreshed = |cell: SourceCell| item.refresh && !theirs(cell);
     [
@@ -1001,17 +997,22 @@ fn kept_cells(row: &Task, item: &Item, deps: &[TaskId]) -> Vec<&'static str> {
             SourceCell::Evidence,
             !refreshed(SourceCell::Evidence) && text(SourceCell::Evidence, &row.evidence, &item.evidence),
         ),
-        (
-            SourceCell::Due,
-            opt(SourceCell::Due, row.due.map(|d| d.to_string()), item.due.map(|d| d.to_string())),
-        ),
+        (SourceCell::Due, kept(SourceCell::Due, row.due.is_some(), item.due.is_some(), row.due != item.due)),
         (SourceCell::Assignee, text(SourceCell::Assignee, &row.assignee, &item.assignee)),
         (SourceCell::WorkType, text(SourceCell::WorkType, &row.work_type, &item.work_type)),
         (
             SourceCell::Priority,
             kept(SourceCell::Priority, row.priority != 0, item.priority != 0, row.priority != item.priority),
         ),
-        (SourceCell::NotBefore, opt(SourceCell::NotBefore, show(row.not_before), show(item.not_before))),
+        (
+            SourceCell::NotBefore,
+            kept(
+                SourceCell::NotBefore,
+                row.not_before.is_some(),
+                item.not_before.is_some(),
+                row.not_before != item.not_before,
+            ),
+        ),
         (SourceCell::Action, text(SourceCell::Action, &row.action, item.action.trim())),
         (SourceCell::Deps, kept(SourceCell::Deps, !row.deps.is_empty(), !deps.is_empty(), row.deps != deps)),
         (

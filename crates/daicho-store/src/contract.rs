@@ -124,6 +124,12 @@ fn batch(items: Vec<Item>) -> Batch {
     }
 }
 
+/// A file imported (a checklist with ticked lines): like a push, but it may hold rows that are
+/// already done or dropped, which a push may not register (S13).
+fn imported(items: Vec<Item>) -> Batch {
+    Batch { actor: Actor::Import("contract".into()), ..batch(items) }
+}
+
 /// A batch written by a person (an import of an exported ledger, a plan): it may carry the
 /// fields only people write (S13).
 fn person_batch(items: Vec<Item>) -> Batch {
@@ -193,7 +199,7 @@ pub async fn ids_are_never_given_twice<B: Backend>(backend: &B) {
     store.upsert(keep).await.expect("kept");
     let mut done = item("unrelated");
     done.status = Some(Status::Done);
-    let report = store.upsert(batch(vec![done])).await.expect("upsert");
+    let report = store.upsert(imported(vec![done])).await.expect("upsert");
     assert!(report.added[0].num() > 50, "{:?} must not become the missing T-0050", report.added);
 }
 
@@ -278,7 +284,7 @@ pub async fn i1_a_batch_of_many_ranges_is_one_upsert<B: Backend>(backend: &B) {
     for (line, it) in items.iter_mut().enumerate() {
         it.line = Some(line + 1);
     }
-    let report = store.upsert(batch(items.clone())).await.expect("upsert");
+    let report = store.upsert(imported(items.clone())).await.expect("upsert");
     assert_eq!(report.added.len(), n);
     assert!(report.added.windows(2).all(|w| w[0] < w[1]), "ids in input order");
     assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
@@ -473,7 +479,7 @@ pub async fn missing_dep_blocks_until_it_arrives<B: Backend>(backend: &B) {
     assert_eq!(store.ready(t0(), 10).await.expect("ready").total, 0, "blocked by a missing task");
     let mut arrives = with_id("arrives", "T-0020", &[]);
     arrives.status = Some(Status::Done);
-    store.upsert(batch(vec![arrives])).await.expect("upsert");
+    store.upsert(imported(vec![arrives])).await.expect("upsert");
     let ready = store.ready(t0(), 10).await.expect("ready");
     assert_eq!(ready.tasks.iter().map(|t| t.id.to_string()).collect::<Vec<_>>(), ["T-0010"]);
 }
@@ -597,7 +603,7 @@ pub async fn list_filters<B: Backend>(backend: &B) {
     let mut c = item("c");
     c.project = "PJ-01".into();
     c.status = Some(Status::Done);
-    store.upsert(batch(vec![a, b, c])).await.expect("upsert");
+    store.upsert(imported(vec![a, b, c])).await.expect("upsert");
     let titles = |rows: Vec<Task>| rows.into_iter().map(|t| t.title).collect::<Vec<_>>();
     let list = |filter| store.list(filter);
     assert_eq!(
@@ -684,7 +690,7 @@ pub async fn i2_list_orders_and_filters_page_like_a_sort<B: Backend>(backend: &B
             it
         })
         .collect();
-    store.upsert(batch(items)).await.expect("upsert");
+    store.upsert(imported(items)).await.expect("upsert");
     // Different update times: a few rows edited later.
     for (n, minutes) in [(3u64, 5), (7, 2), (11, 9)] {
         let edit = TaskEdit { correction: Some("later".into()), ..TaskEdit::default() };
@@ -2061,7 +2067,7 @@ pub async fn f2_an_old_purge_entry_is_restored<S: Store>(store: &S) {
 pub fn old_purge_setup() -> Batch {
     let mut done = with_id("done first", "T-0001", &[]);
     done.status = Some(Status::Done);
-    batch(vec![done])
+    imported(vec![done])
 }
 
 /// I5, for a backend that tells idle workers when work may be ready ([`Store::wait_for_work`]):
