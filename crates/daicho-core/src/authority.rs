@@ -209,6 +209,11 @@ impl SourceCell {
         }
     }
 
+    /// The cell its [`SourceCell::name`] names (`type` for the work type).
+    pub fn parse(name: &str) -> Option<SourceCell> {
+        SourceCell::ALL.into_iter().find(|c| c.name() == name.trim())
+    }
+
     fn bit(self) -> u16 {
         1 << self as u16
     }
@@ -256,6 +261,12 @@ impl PersonCells {
     #[must_use]
     pub fn union(self, other: PersonCells) -> PersonCells {
         PersonCells(self.0 | other.0)
+    }
+
+    /// The set without `cells`.
+    #[must_use]
+    pub fn without(self, cells: &[SourceCell]) -> PersonCells {
+        PersonCells(self.0 & !PersonCells::of(cells.iter().copied()).0)
     }
 
     /// The cells, in column order.

@@ -47,6 +47,9 @@ pub struct TaskEdit {
     /// Count the row's failures from zero again (S3): a person who fixed the cause gives a
     /// parked task its three tries back.
     pub reset_failures: bool,
+    /// Cells handed back to the sources: a person's earlier edit of them no longer keeps a
+    /// sync, push or refresh from writing them (S13, M5, M6).
+    pub give_back: Vec<crate::authority::SourceCell>,
 }
 
 impl TaskEdit {

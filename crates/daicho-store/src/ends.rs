@@ -132,8 +132,13 @@ pub fn plan_edit(
     daicho_core::authority::check_edit(actor, before, edit)?;
     let mut after = edit.apply(before, now);
     if matches!(actor, Actor::Human(_)) {
-        // The cells a person wrote are theirs: no source fills or overwrites them again (S13).
-        after.person_cells = before.person_cells.union(PersonCells::changed(before, &after));
+        // The cells a person wrote are theirs: no source fills or overwrites them again (S13),
+        // until the person gives them back.
+        let written = before.person_cells.union(PersonCells::changed(before, &after));
+        after.person_cells = written.without(&edit.give_back);
+        if after.person_cells != before.person_cells {
+            after.updated_at = now;
+        }
     }
     Ok(after)
 }

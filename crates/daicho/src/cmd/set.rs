@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use daicho_core::authority::SourceCell;
 use daicho_core::edit::TaskEdit;
 use daicho_core::format::{parse_date, parse_timestamp, split_refs};
 use daicho_core::{Status, TaskId};
@@ -75,6 +76,10 @@ pub struct Args {
     /// gets its tries back (with --status pending --run, it runs again).
     #[arg(long)]
     pub reset_failures: bool,
+    /// Hand cells back to the sources (comma separated: body, tags, action, …): an edit of yours
+    /// keeps every sync, push and refresh from writing a cell (`by_person` in show) until then.
+    #[arg(long, value_delimiter = ',', value_name = "CELLS")]
+    pub give_back: Vec<String>,
 }
 
 fn clearable<T>(
@@ -118,6 +123,16 @@ fn edit_of(args: &Args) -> anyhow::Result<TaskEdit> {
         add_tags: args.add_tags.clone(),
         remove_tags: args.remove_tags.clone(),
         reset_failures: args.reset_failures,
+        give_back: args
+            .give_back
+            .iter()
+            .map(|name| {
+                SourceCell::parse(name).ok_or_else(|| {
+                    let names: Vec<&str> = SourceCell::ALL.iter().map(|c| c.name()).collect();
+                    anyhow::anyhow!("--give-back: no cell '{name}'; the cells are {}", names.join(", "))
+                })
+            })
+            .collect::<anyhow::Result<_>>()?,
     })
 }
 

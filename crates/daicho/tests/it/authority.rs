@@ -229,6 +229,16 @@ fn s13_m6_a_cell_a_person_wrote_or_emptied_stays_theirs_through_push_sync_and_im
     assert_eq!(ready["tasks"][0]["action"], "", "no agent is routed to it: {ready}");
     let text = ledger.run(&["show", "T-0001"]).ok().stdout;
     assert!(text.contains("by_person   body, action, tags"), "{text}");
+    // Handed back, the body follows the source again; a cell no source has is a usage error.
+    let bad = ledger.run(&["set", "T-0001", "--give-back", "colour", "--json"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    ledger.run(&["set", "T-0001", "--give-back", "body"]).ok();
+    ledger.run_with_input(&["push", "--source", "bot"], again.as_bytes()).ok();
+    let row: crate::TaskJson = ledger.run(&["show", "T-0001", "--json"]).ok().json();
+    assert_eq!(
+        (row.body.as_str(), row.person_cells.clone()),
+        ("12 new reports", vec!["action".into(), "tags".into()])
+    );
 }
 
 /// S13: `daicho push` (a producer's channel, as an executor's output is) refuses an item born
