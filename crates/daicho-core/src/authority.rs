@@ -314,7 +314,7 @@ impl serde::Serialize for PersonCells {
 impl<'de> serde::Deserialize<'de> for PersonCells {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let names = Vec::<String>::deserialize(deserializer)?;
-        Ok(PersonCells::of(SourceCell::ALL.into_iter().filter(|c| names.iter().any(|n| n == c.name()))))
+        Ok(PersonCells::of(names.iter().filter_map(|n| SourceCell::parse(n))))
     }
 }
 
