@@ -176,11 +176,20 @@ async fn a_worker_stops_when_asked() {
     push(&store, vec![item("slow", "work")]).await;
     let engine =
         Arc::new(Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None));
-    let slow = |_ctx, _action| async {
-        tokio::time::sleep(Duration::from_secs(600)).await;
-        succeed()
+    // Stopped once the run is under way: no wall-clock wait decides when.
+    let started = Arc::new(tokio::sync::Notify::new());
+    let slow = {
+        let started = Arc::clone(&started);
+        move |_ctx, _action| {
+            let started = Arc::clone(&started);
+            async move {
+                started.notify_one();
+                std::future::pending::<()>().await;
+                succeed()
+            }
+        }
     };
-    let stop = tokio::time::sleep(Duration::from_millis(300));
+    let stop = started.notified();
     let options = WorkOptions { slots: 1, poll: Duration::from_millis(50), once: false };
     let totals = tokio::time::timeout(Duration::from_secs(30), engine.work_with(options, stop, slow))
         .await
@@ -212,9 +221,20 @@ async fn a_busy_worker_stops_when_asked() {
     push(&store, (0..5_000).map(|i| item(&format!("job {i}"), "work")).collect()).await;
     let engine =
         Arc::new(Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None));
-    let quick = |_ctx, _action| async { succeed() };
+    // Stopped after its 100th run has started: busy by then, whatever the machine's speed.
+    let (runs, hundredth) =
+        (Arc::new(std::sync::atomic::AtomicUsize::new(0)), Arc::new(tokio::sync::Notify::new()));
+    let quick = {
+        let (runs, hundredth) = (Arc::clone(&runs), Arc::clone(&hundredth));
+        move |_ctx, _action| {
+            if runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == 100 {
+                hundredth.notify_one();
+            }
+            async { succeed() }
+        }
+    };
     let options = WorkOptions { slots: 2, poll: Duration::from_secs(60), once: false };
-    let stop = tokio::time::sleep(Duration::from_millis(300));
+    let stop = hundredth.notified();
     let totals = tokio::time::timeout(Duration::from_secs(30), engine.work_with(options, stop, quick))
         .await
         .expect("stopped while busy")
