@@ -80,6 +80,24 @@ impl Status {
         Some(status)
     }
 
+    /// The statuses a filter names (`list --status`, the ledger page's `?status=`): names in
+    /// either language, `open` for pending, running and review, `closed` for done, dropped and
+    /// needs_human; blank names are passed over.
+    ///
+    /// # Errors
+    /// The first name that is no status.
+    pub fn parse_filter<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Vec<Status>, BadStatus> {
+        let mut statuses = Vec::new();
+        for name in names.into_iter().map(str::trim).filter(|n| !n.is_empty()) {
+            match name.to_lowercase().as_str() {
+                "open" => statuses.extend(Status::ALL.into_iter().filter(|s| s.is_open())),
+                "closed" => statuses.extend(Status::ALL.into_iter().filter(|s| s.is_closed())),
+                _ => statuses.push(name.parse()?),
+            }
+        }
+        Ok(statuses)
+    }
+
     /// Open statuses (`pending`, `running`, `review`) are the ones sync may still fill in.
     pub fn is_open(self) -> bool {
         matches!(self, Status::Pending | Status::Running | Status::Review)
@@ -395,6 +413,17 @@ mod tests {
         assert_eq!(open, [Status::Pending, Status::Running, Status::Review]);
         let satisfying: Vec<_> = Status::ALL.into_iter().filter(|s| s.satisfies_deps()).collect();
         assert_eq!(satisfying, [Status::Done, Status::Dropped]);
+    }
+
+    /// I1, I2: a status filter takes names in either language and `open` / `closed` (any case),
+    /// passes blanks over and names the first bad name.
+    #[test]
+    fn i1_i2_a_status_filter_takes_names_and_the_open_and_closed_groups() {
+        use Status::*;
+        assert_eq!(Status::parse_filter(["Open", " ", "完了"]), Ok(vec![Pending, Running, Review, Done]));
+        assert_eq!(Status::parse_filter(["closed"]), Ok(vec![Done, Dropped, NeedsHuman]));
+        assert_eq!(Status::parse_filter(["要人手", "bogus", "nope"]), Err(BadStatus("bogus".to_owned())));
+        assert_eq!(Status::parse_filter([]), Ok(vec![]));
     }
 
     #[test]

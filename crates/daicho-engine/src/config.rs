@@ -513,6 +513,10 @@ fn positive_duration(
 pub const DEFAULT_PROMPT: &str = "Task {id}: {title}\n\n{body}";
 
 impl Config {
+    /// The commented example configuration `daicho init` writes: every table commented out, so
+    /// as written it configures nothing, and each part works once uncommented.
+    pub const EXAMPLE: &str = include_str!("example.toml");
+
     /// Reads and validates a configuration file.
     ///
     /// # Errors
@@ -818,6 +822,28 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    /// I6: the example is valid as written (all commented out) and once uncommented.
+    #[test]
+    fn i6_the_example_configuration_parses_commented_and_uncommented() {
+        let empty = super::Config::parse(super::Config::EXAMPLE, "daicho.toml").expect("as written");
+        assert!(empty.actions.is_empty() && empty.sources.is_empty() && empty.schedules.is_empty());
+        let uncommented: String = super::Config::EXAMPLE
+            .lines()
+            .map(|l| l.strip_prefix("# ").unwrap_or(l))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let config = super::Config::parse(&uncommented, "daicho.toml").expect("uncommented");
+        assert_eq!((config.sources.len(), config.actions.len(), config.schedules.len()), (4, 3, 4));
+        let questions = config.source("questions").and_then(|s| s.mapping.as_ref()).expect("a mapping");
+        assert_eq!(questions.filter, [("status".to_owned(), vec!["未回答".to_owned(), "保留".to_owned()])]);
+        assert_eq!(config.view.html.as_deref(), Some(std::path::Path::new("view.html")));
+        assert_eq!(config.policy.failures.max_failures, 3);
+        assert_eq!(
+            config.source("inbox").and_then(|s| s.aggregate.as_deref()),
+            Some("Get the unanswered questions answered")
+        );
+    }
+
     use super::*;
 
     /// X5: a spreadsheet source takes `sheet` and `header_row`; other kinds refuse them, a

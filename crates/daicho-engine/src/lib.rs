@@ -17,6 +17,7 @@ pub mod input;
 pub mod llm;
 pub mod outbound;
 pub mod plan;
+pub mod purge;
 pub mod remote;
 pub mod runner;
 pub mod schedule;
@@ -25,6 +26,7 @@ pub mod sources;
 pub mod spool;
 pub mod supervise;
 pub mod sync;
+pub mod table;
 pub mod text;
 pub mod view;
 mod work;
@@ -322,6 +324,37 @@ pub fn owner_is_gone(owner: &str) -> bool {
 /// The start of the current local day, for daily caps.
 fn start_of_today(now: Timestamp) -> Timestamp {
     now.to_zoned(jiff::tz::TimeZone::system()).start_of_day().map(|z| z.timestamp()).unwrap_or(now)
+}
+
+/// Runs per action since a point in time (S9, `daicho stats`).
+#[derive(Clone, Debug)]
+pub struct RunStats {
+    /// Since when.
+    pub since: Timestamp,
+    /// Per action: runs started, succeeded, failed, running, and tokens used.
+    pub actions: Vec<daicho_store::ActionStats>,
+}
+
+impl RunStats {
+    /// The point in time `text` names, seen at `now` on this machine's clock: `today` (the start
+    /// of the local day), `all`, a duration back (`7d`, `12h`) or a date or time.
+    ///
+    /// # Errors
+    /// What is wrong with `text`.
+    pub fn since(text: &str, now: Timestamp) -> Result<Timestamp, String> {
+        let local = || now.to_zoned(jiff::tz::TimeZone::system());
+        match text.trim() {
+            "today" => Ok(start_of_today(now)),
+            "all" => Ok(Timestamp::UNIX_EPOCH),
+            text => match text.parse::<jiff::Span>() {
+                Ok(span) => local()
+                    .checked_sub(span)
+                    .map(|z| z.timestamp())
+                    .map_err(|_| "reaches too far back".into()),
+                Err(_) => daicho_core::format::parse_timestamp(text),
+            },
+        }
+    }
 }
 
 impl<S: Store + 'static> Engine<S> {

@@ -8,10 +8,13 @@ use daicho_core::format::clip;
 use daicho_core::lang::Lang;
 
 use crate::doctor::DoctorReport;
+use crate::outbound::{ApprovalQueue, Decisions};
 use crate::plan::PlanReport;
+use crate::purge::{SourcePurge, SourceRestore};
+use crate::schedule::{RoleOutcome, RoleRun};
 use crate::sync::{SourceReport, SyncReport, SyncSweepReport};
 use crate::view::ViewReport;
-use crate::{Held, RunReport, RunResult, SweepReport, WorkTotals};
+use crate::{Held, RunReport, RunResult, RunStats, SweepReport, WorkTotals};
 
 /// A report that reads to a person in either language.
 pub trait Text {
@@ -46,7 +49,13 @@ english!(
     ViewReport,
     DoctorReport,
     PlanReport,
-    WorkTotals
+    WorkTotals,
+    ApprovalQueue,
+    Decisions,
+    RunStats,
+    RoleRun,
+    SourcePurge,
+    SourceRestore
 );
 
 impl RunReport {
@@ -321,4 +330,155 @@ impl WorkTotals {
             }
         }
     }
+}
+
+impl ApprovalQueue {
+    /// A line per queued task: its id, title, action and what it would run or send, and who
+    /// queued it when.
+    pub fn text(&self, lang: Lang) -> String {
+        if self.0.is_empty() {
+            return lang.pick("the approval queue is empty", "承認待ちはありません").to_owned();
+        }
+        let queued_word = lang.pick("queued", "登録");
+        let lines = self.0.iter().map(|a| {
+            let out = &a.outbound;
+            let does = match out.kind {
+                "command" => out.command.join(" "),
+                "llm" => format!("POST {} ({})", out.endpoint, out.model),
+                _ => out.problem.clone().unwrap_or_default(),
+            };
+            let (title, does) = (clip(&a.title, 50), clip(&does, 60));
+            format!(
+                "{}  {title}  [{}] {does}  ({queued_word} {} {})",
+                a.id, out.action, a.queued_at, a.queued_by
+            )
+        });
+        lines.collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl Decisions {
+    /// A line per decision: when, which task, what, by whom and why.
+    pub fn text(&self, lang: Lang) -> String {
+        if self.0.is_empty() {
+            return lang.pick("no decisions yet", "判断の記録はまだありません").to_owned();
+        }
+        let lines = self.0.iter().map(|d| {
+            let reason = if d.reason.is_empty() { String::new() } else { format!(": {}", d.reason) };
+            format!("{}  {} {} by {}{reason}", d.decided_at, d.id, d.decision, d.decided_by)
+        });
+        lines.collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl RunStats {
+    /// A line per action: runs, successes, failures, runs under way and tokens.
+    pub fn text(&self, lang: Lang) -> String {
+        let since = self.since;
+        let mut lines = vec![match (self.actions.is_empty(), lang) {
+            (true, Lang::En) => format!("no runs since {since}"),
+            (false, Lang::En) => format!("runs since {since}:"),
+            (true, Lang::Ja) => format!("{since} 以降の実行はありません"),
+            (false, Lang::Ja) => format!("{since} 以降の実行:"),
+        }];
+        lines.extend(self.actions.iter().map(|s| {
+            let (action, runs, running) = (&s.action, s.runs, s.running);
+            let (ok, failed, tokens_in, tokens_out) = (s.successes, s.failures, s.tokens_in, s.tokens_out);
+            match lang {
+                Lang::En => format!(
+                    "  {action}: {runs} runs, {ok} ok, {failed} failed, {running} running; tokens {tokens_in} in, {tokens_out} out"
+                ),
+                Lang::Ja => format!(
+                    "  {action}: 実行 {runs}、成功 {ok}、失敗 {failed}、実行中 {running}; トークン 入力 {tokens_in}、出力 {tokens_out}"
+                ),
+            }
+        }));
+        lines.join("\n")
+    }
+}
+
+impl RoleRun {
+    /// The line `serve` prints for a role run: its name and what it did.
+    pub fn text(&self, lang: Lang) -> String {
+        let name = self.role.as_str();
+        match &self.outcome {
+            RoleOutcome::Skipped => format!(
+                "{name}: {}",
+                lang.pick(
+                    "skipped, another serve holds this role",
+                    "スキップ: 別の serve がこの役割を持っています"
+                )
+            ),
+            RoleOutcome::View(report) => report.text(lang),
+            RoleOutcome::Sync(report) => format!("sync: {}", report.text(lang).replace('\n', "; ")),
+            RoleOutcome::Sweep(report) => format!("{name}: {}", report.summary_in(lang)),
+        }
+    }
+}
+
+/// `ids` as a comma-separated list.
+fn ids(ids: &[daicho_core::TaskId]) -> String {
+    ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+impl SourcePurge {
+    /// How many rows go (or would), which stay and why, and how to apply a dry run.
+    pub fn text(&self, lang: Lang) -> String {
+        let (source, count, list) = (&self.source, self.purged.len(), ids(&self.purged));
+        let mut lines = vec![match (self.applied, lang) {
+            (true, Lang::En) => format!("purged {count} rows of {source}: {list}"),
+            (false, Lang::En) => format!("would purge {count} rows of {source}: {list}"),
+            (true, Lang::Ja) => format!("{source} の {count} 行を削除しました: {list}"),
+            (false, Lang::Ja) => format!("{source} の {count} 行を削除します (試行): {list}"),
+        }];
+        lines.extend(
+            self.kept.iter().map(|k| format!("  {} {}: {}", lang.pick("kept", "残す"), k.id, k.reason)),
+        );
+        if !self.applied && count > 0 {
+            lines.push(match lang {
+                Lang::En => format!("nothing written; `daicho purge-source {source} --apply` deletes them"),
+                Lang::Ja => {
+                    format!("何も書き込んでいません。`daicho purge-source {source} --apply` で削除します")
+                }
+            });
+        }
+        lines.join("\n")
+    }
+}
+
+impl SourceRestore {
+    /// How many rows came back, and which did not and why.
+    pub fn text(&self, lang: Lang) -> String {
+        let (source, count, list) = (&self.source, self.restored.len(), ids(&self.restored));
+        let mut lines = vec![match lang {
+            Lang::En => format!("restored {count} rows of {source}: {list}"),
+            Lang::Ja => format!("{source} の {count} 行を戻しました: {list}"),
+        }];
+        let not = lang.pick("not restored", "戻さない");
+        lines.extend(self.skipped.iter().map(|k| format!("  {not} {}: {}", k.id, k.reason)));
+        lines.join("\n")
+    }
+}
+
+/// What an import of `files` did: the counts, then up to `shown` skipped items with their line
+/// and reason (`--json` lists every one).
+pub fn imported(files: &str, report: &daicho_store::UpsertReport, shown: usize, lang: Lang) -> String {
+    let (added, updated, skipped) = (report.added.len(), report.updated.len(), report.skipped.len());
+    let mut text = match lang {
+        Lang::En => format!("imported {files}: {added} added, {updated} updated, {skipped} skipped"),
+        Lang::Ja => format!("{files} を取り込みました: 追加 {added}、更新 {updated}、スキップ {skipped}"),
+    };
+    for skip in report.skipped.iter().take(shown) {
+        let at = skip.line.map(|l| format!("line {l}: ")).unwrap_or_default();
+        let id = skip.id.map(|i| format!("{i} ")).unwrap_or_default();
+        let word = lang.pick("skipped", "スキップ");
+        let _ = write!(text, "\n  {word} {at}{id}{}: {}", clip(&skip.title, 50), skip.reason);
+    }
+    if let Some(more) = skipped.checked_sub(shown).filter(|&more| more > 0) {
+        let _ = match lang {
+            Lang::En => write!(text, "\n  … and {more} more skipped (--json lists every one)"),
+            Lang::Ja => write!(text, "\n  … ほか {more} 件をスキップ (--json ですべて表示)"),
+        };
+    }
+    text
 }

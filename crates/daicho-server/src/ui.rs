@@ -572,14 +572,8 @@ impl LedgerQuery {
         let bad =
             |what: &str, value: &str| PageError(StatusCode::BAD_REQUEST, format!("'{value}' is not {what}"));
         let text = |v: &str| Some(v.trim().to_owned()).filter(|v| !v.is_empty());
-        let mut statuses = Vec::new();
-        for name in self.status.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match name {
-                "open" => statuses.extend(Status::ALL.into_iter().filter(|s| s.is_open())),
-                "closed" => statuses.extend(Status::ALL.into_iter().filter(|s| s.is_closed())),
-                name => statuses.push(name.parse::<Status>().map_err(|_| bad("a status", name))?),
-            }
-        }
+        let mut statuses =
+            Status::parse_filter(self.status.split(',')).map_err(|e| bad("a status", e.0.trim()))?;
         let overdue = !self.overdue.trim().is_empty();
         if overdue && statuses.is_empty() {
             statuses.extend(Status::ALL.into_iter().filter(|s| s.is_open()));
@@ -805,10 +799,9 @@ async fn approvals<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) ->
     let l = for_locale(ja);
     let page = chrome(&state, l.approvals.to_owned(), &state.store().status_counts().await?).await?;
     let mut rows = Vec::new();
-    for queued in state.store().approvals().await? {
-        let id = queued.id;
-        let Some(task) = state.store().get(id).await? else { continue };
-        let outbound = state.engine.outbound(&task);
+    for awaiting in state.engine.approval_queue().await?.0 {
+        let (task, outbound) = (awaiting.task, awaiting.outbound);
+        let id = task.id;
         let action = match (&outbound.problem, outbound.kind) {
             (Some(problem), _) => problem.clone(),
             (None, "manual") => l.manual.to_owned(),
@@ -845,15 +838,15 @@ async fn approvals<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) ->
             target,
             message: outbound.message,
             deps,
-            queued_at: when(queued.queued_at),
-            queued_by: queued.queued_by,
+            queued_at: when(awaiting.queued_at),
+            queued_by: awaiting.queued_by,
         });
     }
     let mut history = Vec::new();
-    for d in state.store().decisions(HISTORY_ROWS).await? {
-        let id = d.queued.id;
+    for d in state.engine.decisions(HISTORY_ROWS).await?.0 {
+        let id = d.id;
         let title = state.store().get(id).await?.map(|t| t.title).unwrap_or_default();
-        let (decision, class) = match d.decision {
+        let (decision, class) = match d.decided {
             daicho_store::Decision::Approved => (l.approved, "approved"),
             daicho_store::Decision::Rejected => (l.rejected, "rejected"),
         };
@@ -866,7 +859,7 @@ async fn approvals<S: Store + 'static>(State(state): State<Arc<AppState<S>>>) ->
             by: d.decided_by,
             at: when(d.decided_at),
             reason: d.reason,
-            queued_by: d.queued.queued_by,
+            queued_by: d.queued_by,
         });
     }
     html(&ApprovalsPage { page, columns: Columns::new(ja), rows, history })

@@ -147,21 +147,12 @@ impl ReadyWhyJson {
         let why = decisions
             .into_iter()
             .zip(&ready.tasks)
-            .map(|(decision, task)| match decision {
-                Ok(action) => WhyJson {
-                    id: task.id.to_string(),
-                    runs: true,
-                    reason: format!("runs with {action}"),
-                    action: Some(action),
-                    hold: None,
-                },
-                Err(hold) => WhyJson {
-                    id: task.id.to_string(),
-                    runs: false,
-                    action: None,
-                    hold: Some(hold.kind()),
-                    reason: hold.to_string(),
-                },
+            .map(|(decision, task)| WhyJson {
+                id: task.id.to_string(),
+                runs: decision.is_ok(),
+                reason: daicho_engine::table::why(&decision, daicho_core::lang::Lang::En),
+                hold: decision.as_ref().err().map(|hold| hold.kind()),
+                action: decision.ok(),
             })
             .collect();
         ReadyWhyJson {
@@ -445,4 +436,19 @@ impl From<&daicho_store::RunRecord> for RunRecordJson {
             note: r.note.clone(),
         }
     }
+}
+
+/// A role run of the schedule as `serve --json` prints it: the sweep, sync or view report, or
+/// `{"role", "skipped"}` when another `serve` holds the role.
+pub fn role_run_json(run: &daicho_engine::schedule::RoleRun) -> serde_json::Value {
+    use daicho_engine::schedule::RoleOutcome;
+    let value = match &run.outcome {
+        RoleOutcome::Skipped => {
+            return serde_json::json!({ "role": run.role.as_str(), "skipped": "another serve holds this role" });
+        }
+        RoleOutcome::View(report) => serde_json::to_value(report),
+        RoleOutcome::Sync(report) => serde_json::to_value(report),
+        RoleOutcome::Sweep(report) => serde_json::to_value(SweepJson::from(report)),
+    };
+    value.unwrap_or_default()
 }

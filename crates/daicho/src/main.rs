@@ -6,9 +6,7 @@
 
 mod cli;
 mod cmd;
-mod ledger;
 mod output;
-mod view;
 use daicho_server::wire;
 
 use std::process::ExitCode;

@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use daicho_core::TaskId;
-use daicho_core::format::clip;
 use daicho_store::Store;
 
 use super::Context;
@@ -29,13 +28,15 @@ pub struct Args {
 /// Runs `daicho approve`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     if args.history {
-        return history(ctx).await;
+        ctx.report(&ctx.reading_engine().await?.decisions(100).await?)?;
+        return Ok(ExitCode::SUCCESS);
     }
     if args.ids.is_empty() {
         if args.reject.is_some() {
             anyhow::bail!("--reject needs the ids of the tasks to reject");
         }
-        return queue(ctx).await;
+        ctx.report(&ctx.reading_engine().await?.approval_queue().await?)?;
+        return Ok(ExitCode::SUCCESS);
     }
     let store = ctx.store().await?;
     let now = jiff::Timestamp::now();
@@ -58,71 +59,5 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         1 => ctx.emit(&json[0], lines.join("\n"))?,
         _ => ctx.emit(&json, lines.join("\n"))?,
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The queue, each with what its run would do.
-async fn queue(ctx: &Context) -> anyhow::Result<ExitCode> {
-    let engine = ctx.reading_engine().await?;
-    let store = engine.store();
-    let (mut json, mut lines) = (Vec::new(), Vec::new());
-    for queued in store.approvals().await? {
-        let Some(task) = store.get(queued.id).await? else { continue };
-        let outbound = engine.outbound(&task);
-        let does = match outbound.kind {
-            "command" => outbound.command.join(" "),
-            "llm" => format!("POST {} ({})", outbound.endpoint, outbound.model),
-            _ => outbound.problem.clone().unwrap_or_default(),
-        };
-        let queued_word = ctx.lang.pick("queued", "登録");
-        lines.push(format!(
-            "{}  {}  [{}] {}  ({queued_word} {} {})",
-            queued.id,
-            clip(&task.title, 50),
-            outbound.action,
-            clip(&does, 60),
-            queued.queued_at,
-            queued.queued_by
-        ));
-        json.push(serde_json::json!({
-            "id": queued.id.to_string(),
-            "title": task.title,
-            "queued_at": queued.queued_at.to_string(),
-            "queued_by": queued.queued_by,
-            "outbound": outbound,
-        }));
-    }
-    let empty = ctx.lang.pick("the approval queue is empty", "承認待ちはありません");
-    let text = if lines.is_empty() { empty.to_owned() } else { lines.join("\n") };
-    ctx.emit(&json, text)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The latest decisions.
-async fn history(ctx: &Context) -> anyhow::Result<ExitCode> {
-    let store = ctx.reader().await?;
-    let (mut json, mut lines) = (Vec::new(), Vec::new());
-    for d in store.decisions(100).await? {
-        let reason = if d.reason.is_empty() { String::new() } else { format!(": {}", d.reason) };
-        lines.push(format!(
-            "{}  {} {} by {}{reason}",
-            d.decided_at,
-            d.queued.id,
-            d.decision.as_str(),
-            d.decided_by
-        ));
-        json.push(serde_json::json!({
-            "id": d.queued.id.to_string(),
-            "decision": d.decision.as_str(),
-            "decided_at": d.decided_at.to_string(),
-            "decided_by": d.decided_by,
-            "reason": d.reason,
-            "queued_at": d.queued.queued_at.to_string(),
-            "queued_by": d.queued.queued_by,
-        }));
-    }
-    let empty = ctx.lang.pick("no decisions yet", "判断の記録はまだありません");
-    let text = if lines.is_empty() { empty.to_owned() } else { lines.join("\n") };
-    ctx.emit(&json, text)?;
     Ok(ExitCode::SUCCESS)
 }

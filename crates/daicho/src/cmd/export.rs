@@ -48,7 +48,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         (None, Some(out)) => Format::from_file_name(&out.to_string_lossy()).unwrap_or(Format::Markdown),
         (None, None) => Format::Markdown,
     };
-    let statuses = super::list::parse_statuses(&args.status).map_err(super::usage)?;
+    let statuses =
+        daicho_core::Status::parse_filter(args.status.iter().map(String::as_str)).map_err(super::usage)?;
     let store = ctx.reader().await?;
     // Written a page at a time, so a million rows are never held at once: each page is read in
     // id order after the last, and a row written during the export shows as its page found it.

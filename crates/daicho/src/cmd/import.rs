@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use daicho_core::Actor;
-use daicho_core::format::{ItemDefaults, clip};
+use daicho_core::format::ItemDefaults;
 use daicho_core::item::Items;
 use daicho_engine::input;
 use daicho_store::{Batch, Store, UnknownDeps};
@@ -69,21 +69,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let report = store.upsert(Batch { items, actor, now, file, unknown_deps }).await;
     progress.finish();
     let report = report?;
-    let (added, updated, skipped) = (report.added.len(), report.updated.len(), report.skipped.len());
     // Only the form asked for is built: a re-import of a million rows skips a million items.
-    let text = || {
-        let mut text =
-            format!("imported {}: {added} added, {updated} updated, {skipped} skipped", names.join(", "));
-        for skip in report.skipped.iter().take(SKIPS_SHOWN) {
-            let at = skip.line.map(|l| format!("line {l}: ")).unwrap_or_default();
-            let id = skip.id.map(|i| format!("{i} ")).unwrap_or_default();
-            text.push_str(&format!("\n  skipped {at}{id}{}: {}", clip(&skip.title, 50), skip.reason));
-        }
-        if let Some(more) = skipped.checked_sub(SKIPS_SHOWN).filter(|&more| more > 0) {
-            text.push_str(&format!("\n  … and {more} more skipped (--json lists every one)"));
-        }
-        text
-    };
+    let text = || daicho_engine::text::imported(&names.join(", "), &report, SKIPS_SHOWN, ctx.lang);
     ctx.emit_with(|| ImportJson::from(&report), text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,6 @@ use daicho_core::Status;
 use daicho_store::{ListFilter, Store};
 
 use super::Context;
-use crate::output;
 use crate::wire::TaskJson;
 
 /// List tasks by id. Filters combine: every one given must match.
@@ -35,22 +34,9 @@ pub struct Args {
     pub after: Option<daicho_core::TaskId>,
 }
 
-/// Parses status names, with `open` and `closed` as shorthands.
-pub fn parse_statuses(names: &[String]) -> anyhow::Result<Vec<Status>> {
-    let mut statuses = Vec::new();
-    for name in names {
-        match name.trim().to_lowercase().as_str() {
-            "open" => statuses.extend(Status::ALL.into_iter().filter(|s| s.is_open())),
-            "closed" => statuses.extend(Status::ALL.into_iter().filter(|s| s.is_closed())),
-            _ => statuses.push(name.parse::<Status>()?),
-        }
-    }
-    Ok(statuses)
-}
-
 /// Runs `daicho list`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let statuses = parse_statuses(&args.status).map_err(super::usage)?;
+    let statuses = Status::parse_filter(args.status.iter().map(String::as_str)).map_err(super::usage)?;
     let (project, source, tag, after, limit) = (args.project, args.source, args.tag, args.after, args.limit);
     let waiting_on = args.waiting_on;
     let filter =
@@ -58,7 +44,11 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let tasks = ctx.reader().await?.list(filter).await?;
     let text = match tasks.len() {
         0 => "no tasks".to_owned(),
-        n => format!("{}\n{n} task{}", output::task_table(&tasks, ctx.ja()), if n == 1 { "" } else { "s" }),
+        n => format!(
+            "{}\n{n} task{}",
+            daicho_engine::table::task_table(&tasks, ctx.ja(), ctx.terminal),
+            if n == 1 { "" } else { "s" }
+        ),
     };
     ctx.emit(&tasks.iter().map(TaskJson::from).collect::<Vec<_>>(), text)?;
     Ok(ExitCode::SUCCESS)

@@ -6,7 +6,6 @@ use daicho_core::TaskId;
 use daicho_store::{Store, StoreError};
 
 use super::Context;
-use crate::output;
 use crate::wire::JournalJson;
 
 /// Show every change to one task, oldest first: when, who (sync:…, push:…, human:…), and the
@@ -25,6 +24,6 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         return Err(StoreError::NotFound(args.id).into());
     }
     let json: Vec<JournalJson> = entries.iter().map(JournalJson::from).collect();
-    ctx.emit(&json, output::journal_table(&entries, ctx.ja()))?;
+    ctx.emit(&json, daicho_engine::table::journal_table(&entries, ctx.ja()))?;
     Ok(ExitCode::SUCCESS)
 }

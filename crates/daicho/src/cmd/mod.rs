@@ -32,13 +32,13 @@ use std::process::ExitCode;
 use daicho_engine::{Config, Engine};
 
 use crate::cli::{Cli, Command};
-use crate::ledger::AnyStore;
+use daicho_ledger::{AnyStore, Ledger};
 
 /// What every subcommand knows besides its own arguments.
 #[derive(Debug)]
 pub struct Context {
-    /// The ledger file.
-    pub db: PathBuf,
+    /// The ledger (`--db`): a SQLite file or a PostgreSQL URL.
+    pub db: Ledger,
     /// `--json`: machine-readable output.
     pub json: bool,
     /// The language of messages and labels (`DAICHO_LANG`, or the locale).
@@ -52,6 +52,8 @@ pub struct Context {
     /// A one-shot command that runs no executor, source command or server: SQLite runs on its
     /// own thread, with no hand-off to a blocking thread per call (I5).
     pub inline: bool,
+    /// Whether stdout is a terminal (tables wrap to fit it).
+    pub terminal: bool,
 }
 
 impl Context {
@@ -62,13 +64,13 @@ impl Context {
 
     /// Opens the ledger.
     pub async fn store(&self) -> anyhow::Result<AnyStore> {
-        crate::ledger::open(&self.db, false, self.inline).await
+        Ok(self.db.open(false, self.inline).await?)
     }
 
     /// Opens the ledger for a command that only reads it: nothing is written, so a ledger in a
     /// read-only place can still be listed, shown and exported.
     pub async fn reader(&self) -> anyhow::Result<AnyStore> {
-        crate::ledger::open(&self.db, true, self.inline).await
+        Ok(self.db.open(true, self.inline).await?)
     }
 
     /// Prints a result: `json` with `--json`, else `text`.
@@ -110,50 +112,24 @@ impl Context {
 
     /// The engine over the ledger, with the configuration loaded and checked first.
     pub async fn engine(&self) -> anyhow::Result<Engine<AnyStore>> {
-        self.engine_with(self.load_config()?).await
+        Ok(self.db.engine(self.load_config()?, self.pause_file(), false, self.inline).await?)
     }
 
     /// The engine over the ledger opened for reading only, for a command that writes nothing
     /// (`ready`, `doctor`, the approval queue): a ledger in a read-only place still answers.
     pub async fn reading_engine(&self) -> anyhow::Result<Engine<AnyStore>> {
-        let config = self.load_config()?;
-        Ok(Engine::new(std::sync::Arc::new(self.reader().await?), config, Some(self.pause_file())))
+        Ok(self.db.engine(self.load_config()?, self.pause_file(), true, self.inline).await?)
     }
 
-    /// The engine over the ledger with a configuration already loaded (and checked).
-    pub async fn engine_with(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
-        Ok(Engine::new(std::sync::Arc::new(self.store().await?), config, Some(self.pause_file())))
-    }
-
-    /// The engine of a command that runs executors (`run`, `sweep`, `worker`, `serve`), under
-    /// the operator's stop (S14): the first SIGINT or SIGTERM claims nothing new and lets runs
-    /// under way finish for `--grace`; then, or at a second signal, they are killed and their
-    /// claims returned without a failure; a third signal exits at once. Run ends go through this
-    /// machine's spool, so a crash never loses a run that finished.
-    pub async fn running_engine(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
-        daicho_engine::supervise::use_ledger(crate::ledger::identity(&self.db));
-        let spool = daicho_engine::spool::Spool::new(crate::ledger::spool_dir(&self.db));
-        let engine = self.engine_with(config).await?;
-        // The operator's stop is installed once the ledger is open: while it is still out of
-        // reach, a signal ends the process as it would without daicho's handlers.
-        Ok(engine.with_stop(daicho_engine::operator_stop(self.grace)?).with_spool(spool))
-    }
-
-    /// [`Context::running_engine`] for the long-running commands (`worker`, `serve`): a ledger
-    /// that is out of reach for now (a terminated or refused connection, a lock held past the
-    /// busy timeout) is opened again with backoff instead of ending the process (S14).
-    pub async fn running_engine_patiently(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
-        let mut backoff = std::time::Duration::from_millis(200);
-        loop {
-            match self.running_engine(config.clone()).await {
-                Err(e) if is_retryable(&e) => {
-                    tracing::warn!("the ledger is unavailable, trying again in {backoff:?}: {e:#}");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(std::time::Duration::from_secs(10));
-                }
-                result => return result,
-            }
-        }
+    /// The engine of a command that runs executors, under the operator's stop (S14;
+    /// [`Ledger::running_engine`]); `patiently` (`worker`, `serve`) waits out a ledger that is
+    /// out of reach for now.
+    pub async fn running_engine(&self, config: Config, patiently: bool) -> anyhow::Result<Engine<AnyStore>> {
+        let (pause_file, grace) = (self.pause_file(), self.grace);
+        Ok(match patiently {
+            true => self.db.running_engine_patiently(config, pause_file, grace).await?,
+            false => self.db.running_engine(config, pause_file, grace).await?,
+        })
     }
 }
 
@@ -211,6 +187,7 @@ pub fn is_retryable(err: &anyhow::Error) -> bool {
     err.chain().any(|c| {
         c.downcast_ref::<daicho_store::StoreError>().is_some_and(|e| e.is_retryable())
             || c.downcast_ref::<daicho_engine::Error>().is_some_and(|e| e.is_retryable())
+            || c.downcast_ref::<daicho_ledger::LedgerError>().is_some_and(|e| e.is_retryable())
     })
 }
 
@@ -250,7 +227,7 @@ fn synchronous(command: &Command) -> bool {
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let ctx = Context {
-        db: crate::ledger::path(cli.db.as_deref()),
+        db: Ledger::new(cli.db.as_deref()),
         json: cli.json,
         lang: crate::output::locale(),
         user: std::env::var("DAICHO_USER")
@@ -259,6 +236,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         config: cli.config.clone(),
         grace: cli.grace,
         inline: synchronous(&cli.command),
+        terminal: std::io::IsTerminal::is_terminal(&std::io::stdout()),
     };
     // A configuration named (`--config`, DAICHO_CONFIG) must exist and be valid for every
     // command, also those that do not use it, so a typo is never silently ignored; `init`

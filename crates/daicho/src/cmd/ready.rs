@@ -2,12 +2,11 @@
 
 use std::process::ExitCode;
 
-use daicho_core::lang::Lang;
 use daicho_store::Store;
 
 use super::Context;
-use crate::output;
 use crate::wire::ReadyWhyJson;
+use daicho_engine::table;
 
 /// List the tasks that are ready: pending, every dependency done or dropped, start time reached.
 /// Ordered by priority (larger first), then by id. Each row says whether the next automatic
@@ -24,30 +23,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let engine = ctx.reading_engine().await?;
     let ready = engine.store().ready(jiff::Timestamp::now(), args.limit).await?;
     let decisions = engine.explain(&ready.tasks, daicho_engine::Role::Auto).await?;
-    let (total, more) = (ready.total, ready.total - ready.tasks.len());
-    let text = || match (total, ctx.lang) {
-        (0, lang) => lang.pick("nothing is ready", "実行可能なタスクはありません").to_owned(),
-        (_, lang) => {
-            let tail = match (more, lang) {
-                (0, _) => String::new(),
-                (more, Lang::En) => format!(" ({more} more; use --limit)"),
-                (more, Lang::Ja) => format!(" (ほか {more} 件; --limit で表示)"),
-            };
-            let count = match lang {
-                Lang::En => format!("{total} ready{tail}"),
-                Lang::Ja => format!("実行可能 {total} 件{tail}"),
-            };
-            let reasons: Vec<String> = decisions
-                .iter()
-                .map(|d| match (d, ctx.lang) {
-                    (Ok(action), Lang::En) => format!("runs with {action}"),
-                    (Ok(action), Lang::Ja) => format!("{action} で実行します"),
-                    (Err(hold), lang) => hold.text(lang),
-                })
-                .collect();
-            format!("{}\n{count}", output::ready_table(&ready.tasks, &reasons, ctx.ja()))
-        }
-    };
+    let text = || table::ready(&ready, &decisions, ctx.lang, ctx.terminal);
     ctx.emit_with(|| ReadyWhyJson::new(&ready, decisions.clone()), text)?;
     Ok(ExitCode::SUCCESS)
 }

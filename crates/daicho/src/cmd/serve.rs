@@ -12,9 +12,9 @@ use daicho_engine::Engine;
 use daicho_engine::schedule::{RoleOutcome, RoleRun, ScheduleOptions, ScheduleSink};
 
 use super::Context;
-use crate::ledger::AnyStore;
 use crate::output;
-use crate::wire::SweepJson;
+use crate::wire;
+use daicho_ledger::AnyStore;
 
 /// Serve the web UI and the HTTP API (default http://127.0.0.1:7878; docs/api.md) and run the
 /// roles of daicho.toml's `[[schedule]]` tables at their cron times (the machine's local time)
@@ -87,7 +87,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         );
     }
     // One ledger connection (pool) and one configuration for the web server and the schedule.
-    let engine = Arc::new(ctx.running_engine_patiently(config).await?);
+    let engine = Arc::new(ctx.running_engine(config, true).await?);
     let metrics = Arc::new(daicho_server::Metrics::default());
     // The web server starts first, so that a bad address or a missing token stops everything
     // before any role runs.
@@ -111,36 +111,15 @@ struct Printer<'a> {
 
 impl ScheduleSink for Printer<'_> {
     fn role(&mut self, run: &RoleRun) {
-        let name = run.role.as_str();
-        let (json, text) = match &run.outcome {
-            RoleOutcome::Skipped => (
-                serde_json::json!({ "role": name, "skipped": "another serve holds this role" }),
-                format!(
-                    "{name}: {}",
-                    self.lang.pick(
-                        "skipped, another serve holds this role",
-                        "スキップ: 別の serve がこの役割を持っています"
-                    )
-                ),
-            ),
-            RoleOutcome::View(report) => {
-                (serde_json::to_value(report).unwrap_or_default(), report.text(self.lang))
-            }
-            RoleOutcome::Sync(report) => (
-                serde_json::to_value(report).unwrap_or_default(),
-                format!("sync: {}", report.text(self.lang).replace('\n', "; ")),
-            ),
-            RoleOutcome::Sweep(report) => (
-                serde_json::to_value(SweepJson::from(report)).unwrap_or_default(),
-                format!("{name}: {}", report.summary_in(self.lang)),
-            ),
+        let printed = match self.json {
+            true => output::print_json(&wire::role_run_json(run)),
+            false => output::print(&run.text(self.lang)),
         };
-        let printed = if self.json { output::print_json(&json) } else { output::print(&text) };
         if let Err(e) = printed {
-            tracing::error!(role = %name, "{e:#}");
+            tracing::error!(role = %run.role.as_str(), "{e:#}");
         }
         if !matches!(run.outcome, RoleOutcome::Skipped) {
-            self.metrics.record_sweep(name, run.seconds, run.truncated());
+            self.metrics.record_sweep(run.role.as_str(), run.seconds, run.truncated());
         }
     }
 }

@@ -148,6 +148,6 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         return Err(super::usage(anyhow::anyhow!("--title: a title cannot be empty")));
     }
     let stored = ctx.store().await?.edit(args.id, edit, ctx.actor(), jiff::Timestamp::now()).await?;
-    ctx.emit(&TaskJson::from(&stored), output::task_detail(&stored, ctx.ja()))?;
+    ctx.emit(&TaskJson::from(&stored), daicho_engine::table::task_detail(&stored, ctx.ja()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,6 @@ use daicho_core::TaskId;
 use daicho_store::{Store, StoreError};
 
 use super::Context;
-use crate::output;
 use crate::wire::TaskJson;
 
 /// Show one task with every field, hidden ones included.
@@ -19,6 +18,6 @@ pub struct Args {
 /// Runs `daicho show`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let task = ctx.reader().await?.get(args.id).await?.ok_or(StoreError::NotFound(args.id))?;
-    ctx.emit(&TaskJson::from(&task), output::task_detail(&task, ctx.ja()))?;
+    ctx.emit(&TaskJson::from(&task), daicho_engine::table::task_detail(&task, ctx.ja()))?;
     Ok(ExitCode::SUCCESS)
 }

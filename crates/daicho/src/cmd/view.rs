@@ -3,9 +3,35 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use daicho_core::lang::Lang;
+use daicho_core::view::CrossView;
+use daicho_engine::view::{html, markdown};
+
 use super::Context;
 use crate::output;
-use crate::view::{ViewFormat, render};
+
+/// The output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ViewFormat {
+    /// A table for a terminal (coloured marks when `colour`).
+    Term,
+    /// A Markdown document.
+    Md,
+    /// A standalone HTML page.
+    Html,
+    /// The view as JSON.
+    Json,
+}
+
+/// Draws the view.
+fn render(view: &CrossView, format: ViewFormat, colour: bool, lang: Lang) -> anyhow::Result<String> {
+    Ok(match format {
+        ViewFormat::Json => serde_json::to_string_pretty(view)? + "\n",
+        ViewFormat::Term => daicho_engine::table::cross_view(view, colour, lang),
+        ViewFormat::Md => markdown(view),
+        ViewFormat::Html => html(view),
+    })
+}
 
 /// Show the open work of every project (pending, running, review, needs_human) in one list: by
 /// due date (undated last), then id; at most N rows per project, then "… N more in the P ledger";
@@ -34,13 +60,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let colour =
         args.out.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let format = match (args.format, ctx.json) {
-        (None, json) => {
-            if json {
-                ViewFormat::Json
-            } else {
-                ViewFormat::Term
-            }
-        }
+        (None, true) => ViewFormat::Json,
+        (None, false) => ViewFormat::Term,
         (Some(format), true) if args.out.is_none() && format != ViewFormat::Json => {
             anyhow::bail!("--json prints the view as JSON; leave out --format, or drop --json")
         }
