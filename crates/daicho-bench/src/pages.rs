@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 const LIMIT: Duration = Duration::from_millis(100);
 
 /// Seeds one project of `DAICHO_BENCH_PAGE_ROWS` rows (default 100,000: 60 % done, every tenth
-/// waiting on the one before, a few queued for approval) and two small projects, serves it, and
-/// prints the median and slowest of 10 requests per page.
+/// waiting on the one before, a few queued for approval) and two small projects, with a run
+/// history of `DAICHO_BENCH_PAGE_RUNS` run records (default: as many as rows; `/metrics` counts
+/// every run since the first), serves it, and prints the median and slowest of 10 requests per
+/// page.
 pub fn bench_pages() {
     let rows = crate::load::env_usize("DAICHO_BENCH_PAGE_ROWS", 100_000);
     let bin = crate::daicho_bin();
@@ -20,7 +22,9 @@ pub fn bench_pages() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let started = Instant::now();
     let sample = runtime.block_on(seed(&db, rows));
-    eprintln!("pages: seeded {rows} rows in {:.1} s", started.elapsed().as_secs_f64());
+    let runs = crate::load::env_usize("DAICHO_BENCH_PAGE_RUNS", rows);
+    seed_runs(&db, rows, runs);
+    eprintln!("pages: seeded {rows} rows and {runs} runs in {:.1} s", started.elapsed().as_secs_f64());
     let (port, mut serve) = crate::load::serve(&bin, &db, None, &dir);
     let pages = [
         "/".to_owned(),
@@ -75,6 +79,43 @@ pub fn bench_pages() {
     if over > 0 {
         std::process::exit(1);
     }
+}
+
+/// Writes `runs` run records (attempts 1, 2, … of the large project's rows in turn, under five
+/// actions, most succeeded) straight into the run table, in one transaction: the history a
+/// ledger gathers over months, which the counts kept with it (schema 8) answer without reading.
+fn seed_runs(db: &std::path::Path, rows: usize, runs: usize) {
+    let mut conn = rusqlite::Connection::open(db).expect("open");
+    let tx = conn.transaction().expect("begin");
+    {
+        let mut insert = tx
+            .prepare(
+                "INSERT INTO run (task, attempt, worker, action, started, finished, outcome, tokens_in, \
+                 tokens_out, idempotency_key) VALUES (?1, ?2, 'worker:bench', ?3, ?4, ?4 + 500000, ?5, ?6, ?6, ?7)",
+            )
+            .expect("prepare");
+        let start = jiff::Timestamp::now().as_microsecond() - runs as i64 * 1_000_000;
+        for n in 0..runs {
+            let (task, attempt) = (1 + n % rows, 1 + n / rows);
+            let action = ["claude", "summarize", "mail", "build", "review"][n % 5];
+            let outcome = if n % 7 == 0 { "failure" } else { "success" };
+            let tokens = (n % 3 == 0).then_some(100 + (n % 50) as i64);
+            let key = format!("T-{task:04}:{attempt}");
+            let started = start + n as i64 * 1_000_000;
+            insert
+                .execute(rusqlite::params![
+                    task as i64,
+                    attempt as i64,
+                    action,
+                    started,
+                    outcome,
+                    tokens,
+                    key
+                ])
+                .expect("run");
+        }
+    }
+    tx.commit().expect("commit");
 }
 
 /// Seeds the ledger; returns a task id in the middle of the large project.

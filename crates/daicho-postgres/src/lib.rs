@@ -600,18 +600,29 @@ impl Store for PgStore {
         })
     }
 
-    async fn stats(&self, since: Timestamp) -> Result<Vec<ActionStats>> {
+    async fn stats(&self, since_time: Timestamp) -> Result<Vec<ActionStats>> {
         in_tx!(self, |tx| {
-            let rows = tx
-                .query(
+            // Since the first run: the counts kept with the runs (schema 8), summed over their
+            // shards, not a pass over the whole run history.
+            let since = micros(since_time);
+            let rows = match daicho_store::codec::stats_all_time(since_time) {
+                true => tx.query(
+                    "SELECT action, sum(runs)::BIGINT, sum(successes)::BIGINT, sum(failures)::BIGINT, \
+                     sum(running)::BIGINT, sum(tokens_in)::BIGINT, sum(tokens_out)::BIGINT FROM run_count \
+                     GROUP BY action HAVING sum(runs) > 0 ORDER BY action",
+                    &[],
+                )
+                .await,
+                false => tx.query(
                     "SELECT action, count(*), count(*) FILTER (WHERE outcome = 'success'), \
                      count(*) FILTER (WHERE outcome IN ('failure', 'timeout', 'lost')), \
                      count(*) FILTER (WHERE outcome = 'running'), coalesce(sum(tokens_in), 0)::BIGINT, \
                      coalesce(sum(tokens_out), 0)::BIGINT FROM run WHERE started >= $1 GROUP BY action ORDER BY action",
-                    &[&micros(since)],
+                    &[&since],
                 )
-                .await
-                .map_err(backend)?;
+                .await,
+            }
+            .map_err(backend)?;
             rows.iter()
                 .map(|r| ActionStats {
                     action: r.get(0),

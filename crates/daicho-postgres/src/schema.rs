@@ -162,6 +162,84 @@ CREATE INDEX IF NOT EXISTS task_not_due ON task (not_before)
     // 7 (S13, M5): the cells of a row a person wrote, one bit each (`PersonCells`): no source
     // fills or overwrites them again, even once the person emptied them.
     "ALTER TABLE task ADD COLUMN IF NOT EXISTS person_cells INT NOT NULL DEFAULT 0",
+    // 8 (S9, I3): runs per action since the first — `/metrics` and `stats --since all` — kept
+    // with the run records by statement triggers in the transaction of every claim and run end,
+    // in 64 shards per action (each backend adds to its own, so concurrent workers do not queue
+    // on one counter row), instead of a pass over the whole run history. Classified as `stats`
+    // classifies a run: failures are failure, timeout and lost.
+    r#"
+LOCK TABLE run IN SHARE ROW EXCLUSIVE MODE;
+CREATE TABLE IF NOT EXISTS run_count (
+    action     TEXT   NOT NULL,
+    shard      INT    NOT NULL,
+    runs       BIGINT NOT NULL,
+    successes  BIGINT NOT NULL,
+    failures   BIGINT NOT NULL,
+    running    BIGINT NOT NULL,
+    tokens_in  BIGINT NOT NULL,
+    tokens_out BIGINT NOT NULL,
+    PRIMARY KEY (action, shard)
+);
+DELETE FROM run_count;
+INSERT INTO run_count (action, shard, runs, successes, failures, running, tokens_in, tokens_out)
+    SELECT action, 0, count(*), count(*) FILTER (WHERE outcome = 'success'),
+        count(*) FILTER (WHERE outcome IN ('failure', 'timeout', 'lost')), count(*) FILTER (WHERE outcome = 'running'),
+        coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0)
+    FROM run GROUP BY action;
+CREATE OR REPLACE FUNCTION daicho_run_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- Each changed run record adds its classification (inserted, or the new side of an update)
+    -- and takes back its old one (deleted, or the old side of an update), summed per action.
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO run_count AS c (action, shard, runs, successes, failures, running, tokens_in, tokens_out)
+            SELECT action, pg_backend_pid() % 64, count(*), count(*) FILTER (WHERE outcome = 'success'),
+                count(*) FILTER (WHERE outcome IN ('failure', 'timeout', 'lost')),
+                count(*) FILTER (WHERE outcome = 'running'), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0)
+            FROM new_rows GROUP BY action
+            ON CONFLICT (action, shard) DO UPDATE SET runs = c.runs + excluded.runs,
+                successes = c.successes + excluded.successes, failures = c.failures + excluded.failures,
+                running = c.running + excluded.running, tokens_in = c.tokens_in + excluded.tokens_in,
+                tokens_out = c.tokens_out + excluded.tokens_out;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO run_count AS c (action, shard, runs, successes, failures, running, tokens_in, tokens_out)
+            SELECT action, pg_backend_pid() % 64, -count(*), -count(*) FILTER (WHERE outcome = 'success'),
+                -count(*) FILTER (WHERE outcome IN ('failure', 'timeout', 'lost')),
+                -count(*) FILTER (WHERE outcome = 'running'), -coalesce(sum(tokens_in), 0), -coalesce(sum(tokens_out), 0)
+            FROM old_rows GROUP BY action
+            ON CONFLICT (action, shard) DO UPDATE SET runs = c.runs + excluded.runs,
+                successes = c.successes + excluded.successes, failures = c.failures + excluded.failures,
+                running = c.running + excluded.running, tokens_in = c.tokens_in + excluded.tokens_in,
+                tokens_out = c.tokens_out + excluded.tokens_out;
+    ELSE
+        INSERT INTO run_count AS c (action, shard, runs, successes, failures, running, tokens_in, tokens_out)
+            SELECT action, pg_backend_pid() % 64, sum(n), sum(n * (outcome = 'success')::INT),
+                sum(n * (outcome IN ('failure', 'timeout', 'lost'))::INT), sum(n * (outcome = 'running')::INT),
+                sum(n * coalesce(tokens_in, 0)), sum(n * coalesce(tokens_out, 0))
+            FROM (
+                SELECT action, -1 AS n, outcome, tokens_in, tokens_out FROM old_rows
+                UNION ALL
+                SELECT action, 1, outcome, tokens_in, tokens_out FROM new_rows
+            ) AS d
+            GROUP BY action
+            HAVING sum(n) <> 0 OR sum(n * (outcome = 'success')::INT) <> 0
+                OR sum(n * (outcome IN ('failure', 'timeout', 'lost'))::INT) <> 0
+                OR sum(n * (outcome = 'running')::INT) <> 0
+                OR sum(n * coalesce(tokens_in, 0)) <> 0 OR sum(n * coalesce(tokens_out, 0)) <> 0
+            ON CONFLICT (action, shard) DO UPDATE SET runs = c.runs + excluded.runs,
+                successes = c.successes + excluded.successes, failures = c.failures + excluded.failures,
+                running = c.running + excluded.running, tokens_in = c.tokens_in + excluded.tokens_in,
+                tokens_out = c.tokens_out + excluded.tokens_out;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER run_count_insert AFTER INSERT ON run REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION daicho_run_count();
+CREATE OR REPLACE TRIGGER run_count_update AFTER UPDATE ON run REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION daicho_run_count();
+CREATE OR REPLACE TRIGGER run_count_delete AFTER DELETE ON run REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION daicho_run_count();
+"#,
 ];
 
 /// Checks, without writing, that the database holds a ledger of this daicho's schema version.

@@ -247,25 +247,33 @@ pub(crate) fn run_counts_in(tx: &Transaction<'_>, since: Timestamp) -> Result<Ru
 }
 
 pub(crate) fn stats_in(tx: &Transaction<'_>, since: Timestamp) -> Result<Vec<ActionStats>> {
+    let read = |r: &rusqlite::Row<'_>| {
+        Ok(ActionStats {
+            action: r.get(0)?,
+            runs: r.get::<_, i64>(1)? as u64,
+            successes: r.get::<_, i64>(2)? as u64,
+            failures: r.get::<_, i64>(3)? as u64,
+            running: r.get::<_, i64>(4)? as u64,
+            tokens_in: r.get::<_, i64>(5)? as u64,
+            tokens_out: r.get::<_, i64>(6)? as u64,
+        })
+    };
+    // Since the first run: the counts kept with the runs (schema 8), not a pass over them all.
+    if daicho_store::codec::stats_all_time(since) {
+        return tx
+            .prepare_cached(
+                "SELECT action, runs, successes, failures, running, tokens_in, tokens_out FROM run_count \
+                 WHERE runs > 0 ORDER BY action",
+            )
+            .and_then(|mut s| s.query_map([], read)?.collect())
+            .map_err(backend);
+    }
     tx.prepare_cached(
         "SELECT action, count(*), sum(outcome = 'success'), sum(outcome IN ('failure', 'timeout', 'lost')), \
          sum(outcome = 'running'), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0) \
          FROM run WHERE started >= ?1 GROUP BY action ORDER BY action",
     )
-    .and_then(|mut s| {
-        s.query_map([micros(since)], |r| {
-            Ok(ActionStats {
-                action: r.get(0)?,
-                runs: r.get::<_, i64>(1)? as u64,
-                successes: r.get::<_, i64>(2)? as u64,
-                failures: r.get::<_, i64>(3)? as u64,
-                running: r.get::<_, i64>(4)? as u64,
-                tokens_in: r.get::<_, i64>(5)? as u64,
-                tokens_out: r.get::<_, i64>(6)? as u64,
-            })
-        })?
-        .collect()
-    })
+    .and_then(|mut s| s.query_map([micros(since)], read)?.collect())
     .map_err(backend)
 }
 

@@ -564,6 +564,13 @@ pub fn decode(cells: Vec<Cell>) -> Result<Task, String> {
     })
 }
 
+/// Whether `stats(since)` asks for every run since the first (`since` at or before the epoch:
+/// `/metrics`, `stats --since all`), which each backend answers from the per-action counts it
+/// keeps with the run records instead of a pass over the whole run history.
+pub fn stats_all_time(since: Timestamp) -> bool {
+    since <= Timestamp::UNIX_EPOCH
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

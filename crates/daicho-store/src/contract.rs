@@ -74,6 +74,7 @@ macro_rules! store_contract_tests {
             i5_a_claim_scope_selects_in_the_query_what_the_rule_admits,
             i3_counts_and_view_heads_follow_every_write,
             s9_run_counts_and_stats,
+            s9_i3_stats_since_the_first_run_are_the_counts_kept_with_the_runs,
             batched_claims_and_finishes_commit_together,
             batched_claims_decide_each_request_alone,
             d4_replan_drops_the_old_open_tasks_in_the_same_transaction,
@@ -1736,6 +1737,72 @@ pub async fn s9_run_counts_and_stats<B: Backend>(backend: &B) {
     assert_eq!(stats.len(), 1);
     let s = &stats[0];
     assert_eq!((s.runs, s.successes, s.failures, s.tokens_in, s.tokens_out), (2, 1, 1, 10, 20));
+}
+
+/// S9, I3: stats since the first run (`/metrics`, `stats --since all`) come from the counts the
+/// backend keeps with the run records, and equal a pass over every run after each kind of run
+/// record write: claims of two actions, one at a time and batched, a success with tokens, a
+/// failure, a timeout, an operator's interruption and a lost run.
+pub async fn s9_i3_stats_since_the_first_run_are_the_counts_kept_with_the_runs<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let ids =
+        store.upsert(batch((0..8).map(|i| item(&format!("run {i}"))).collect())).await.expect("upsert").added;
+    let with_action =
+        |id, action: &str| ClaimRequest { action: action.to_owned(), ..claim_request(id, "w", t0()) };
+    let runs = [
+        (0, "act", success(Status::Review)),
+        (1, "act", failure("no")),
+        (2, "mail", RunEnd::Failure { error: "slow".into(), timeout: true }),
+        (3, "mail", RunEnd::Interrupted { reason: "stopped".into() }),
+        (4, "mail", success(Status::Done)),
+    ];
+    for (i, action, end) in runs {
+        let task = claimed(&store, with_action(ids[i], action)).await;
+        check_stats_agree(&store, &format!("claim of {action}")).await;
+        store.finish(finish(&task, "w", end)).await.expect("finish");
+        check_stats_agree(&store, &format!("run end of {action}")).await;
+    }
+    let batched = store.claim_many(vec![with_action(ids[5], "act"), with_action(ids[6], "mail")]).await;
+    assert_eq!(batched.expect("claim_many").len(), 2);
+    check_stats_agree(&store, "a batched claim").await;
+    store
+        .expire_leases(t0() + SignedDuration::from_hours(1), FailurePolicy::default())
+        .await
+        .expect("expire");
+    check_stats_agree(&store, "lost runs").await;
+    let all = store.stats(Timestamp::UNIX_EPOCH).await.expect("stats");
+    let figures: Vec<_> = all
+        .iter()
+        .map(|s| (s.action.as_str(), s.runs, s.successes, s.failures, s.running, s.tokens_in))
+        .collect();
+    assert_eq!(figures, [("act", 3, 1, 2, 0, 10), ("mail", 4, 1, 2, 0, 10)]);
+    drop(store);
+    check_stats_agree(&backend.open().await, "a restart").await;
+}
+
+/// Three new rows (titled `name 0` …) run to an end each (a success with tokens, a failure, a
+/// timeout) and a fourth left running, under two actions: run history for a backend's upgrade
+/// tests.
+pub async fn some_runs<S: Store>(store: &S, name: &str) {
+    let items = (0..4).map(|i| Item::new(&format!("{name} {i}"), "runs")).collect();
+    let ids = store.upsert(batch(items)).await.expect("upsert").added;
+    let ends =
+        [success(Status::Review), failure("no"), RunEnd::Failure { error: "slow".into(), timeout: true }];
+    for (i, end) in ends.into_iter().enumerate() {
+        let action = if i == 0 { "act" } else { "mail" };
+        let task =
+            claimed(store, ClaimRequest { action: action.into(), ..claim_request(ids[i], "w", t0()) }).await;
+        store.finish(finish(&task, "w", end)).await.expect("finish");
+    }
+    claimed(store, claim_request(ids[3], "w", t0())).await;
+}
+
+/// Stats since the first run (the kept counts) equal stats since a microsecond later (a pass
+/// over the run records, all of which started after it).
+pub async fn check_stats_agree<S: Store>(store: &S, after: &str) {
+    let kept = store.stats(Timestamp::UNIX_EPOCH).await.expect("stats from the counts");
+    let counted = store.stats(Timestamp::UNIX_EPOCH + SignedDuration::from_micros(1)).await.expect("stats");
+    assert_eq!(kept, counted, "after {after}: the kept counts and a pass over the runs differ");
 }
 
 /// `claim_many` and `finish_many`: one transaction for several runs; a stale finish among them

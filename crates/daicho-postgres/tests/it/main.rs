@@ -217,6 +217,36 @@ async fn i3_an_upgraded_ledger_counts_its_ready_rows_once_and_keeps_them_counted
     let _ = task.await;
 }
 
+/// S9, I3: a ledger of schema version 7 (PostgreSQL's numbering; before runs were counted per
+/// action) counts its run
+/// history once when it is upgraded, and keeps it counted after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_i3_an_upgraded_ledger_counts_its_runs_once_and_keeps_them_counted() {
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let store = PgStore::open(&url).await.expect("open");
+    daicho_store::contract::some_runs(&store, "before").await;
+    drop(store);
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let task = tokio::spawn(connection);
+    client
+        .batch_execute(
+            "DROP TRIGGER run_count_insert ON run; DROP TRIGGER run_count_update ON run; \
+             DROP TRIGGER run_count_delete ON run; DROP FUNCTION daicho_run_count(); DROP TABLE run_count; \
+             UPDATE daicho_schema SET version = 7;",
+        )
+        .await
+        .expect("back to schema 7");
+    let store = PgStore::open(&url).await.expect("open and upgrade");
+    daicho_store::contract::check_stats_agree(&store, "the upgrade").await;
+    let all = daicho_store::Store::stats(&store, jiff::Timestamp::UNIX_EPOCH).await.expect("stats");
+    assert_eq!(all.iter().map(|s| s.runs).sum::<u64>(), 4, "{all:?}");
+    daicho_store::contract::some_runs(&store, "after").await;
+    daicho_store::contract::check_stats_agree(&store, "runs after the upgrade").await;
+    drop(client);
+    let _ = task.await;
+}
+
 /// I5: a run end tells idle workers (LISTEN/NOTIFY) only when it makes work ready. PostgreSQL
 /// serializes the commits of every transaction that notifies, so a notice on every end kept
 /// concurrent workers' commits from sharing WAL flushes; a worker that was not told still finds

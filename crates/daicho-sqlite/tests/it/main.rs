@@ -58,7 +58,8 @@ mod sqlite_specifics {
         raw.execute_batch(
             "DROP TRIGGER ready_count_insert; DROP TRIGGER ready_count_delete; DROP TRIGGER ready_count_update; \
              DROP INDEX task_not_due; DROP TABLE ready_count; ALTER TABLE task DROP COLUMN person_cells; \
-             PRAGMA user_version = 6;",
+             DROP TRIGGER run_count_insert; DROP TRIGGER run_count_update; DROP TRIGGER run_action_kept; \
+             DROP TRIGGER run_count_delete; DROP TABLE run_count; PRAGMA user_version = 6;",
         )
         .unwrap();
         drop(raw);
@@ -85,6 +86,33 @@ mod sqlite_specifics {
             .collect();
         let plan = plan.join("; ");
         assert!(plan.contains("task_not_due") && !plan.contains("SCAN task"), "{plan}");
+    }
+
+    /// S9, I3: a ledger of schema version 8 (before runs were counted per action) counts its run
+    /// history once when it is upgraded, and keeps it counted after.
+    #[tokio::test]
+    async fn s9_i3_an_upgraded_ledger_counts_its_runs_once_and_keeps_them_counted() {
+        let backend = SqliteBackend::temp();
+        let store = backend.open().await;
+        daicho_store::contract::some_runs(&store, "before").await;
+        drop(store);
+        let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
+        raw.execute_batch(
+            "DROP TRIGGER run_count_insert; DROP TRIGGER run_count_update; DROP TRIGGER run_action_kept; \
+             DROP TRIGGER run_count_delete; DROP TABLE run_count; PRAGMA user_version = 8;",
+        )
+        .unwrap();
+        drop(raw);
+        let store = backend.open().await;
+        daicho_store::contract::check_stats_agree(&store, "the upgrade").await;
+        let all = store.stats(jiff::Timestamp::UNIX_EPOCH).await.unwrap();
+        assert_eq!(all.iter().map(|s| s.runs).sum::<u64>(), 4, "{all:?}");
+        daicho_store::contract::some_runs(&store, "after").await;
+        daicho_store::contract::check_stats_agree(&store, "runs after the upgrade").await;
+        // The counts rely on a run record keeping its action: a change of it is refused.
+        let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
+        let moved = raw.execute("UPDATE run SET action = 'other' WHERE action = 'mail'", []);
+        assert!(moved.unwrap_err().to_string().contains("keeps the action it ran with"));
     }
 
     /// I5: SQLite is built without its own directory sync (`.cargo/config.toml`), which daicho
