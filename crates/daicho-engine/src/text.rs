@@ -416,9 +416,12 @@ impl RoleRun {
     }
 }
 
-/// `ids` as a comma-separated list.
+/// `ids` as a comma-separated list after a colon (nothing when there are none).
 fn ids(ids: &[daicho_core::TaskId]) -> String {
-    ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    match ids.is_empty() {
+        true => String::new(),
+        false => format!(": {}", ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+    }
 }
 
 impl SourcePurge {
@@ -426,10 +429,10 @@ impl SourcePurge {
     pub fn text(&self, lang: Lang) -> String {
         let (source, count, list) = (&self.source, self.purged.len(), ids(&self.purged));
         let mut lines = vec![match (self.applied, lang) {
-            (true, Lang::En) => format!("purged {count} rows of {source}: {list}"),
-            (false, Lang::En) => format!("would purge {count} rows of {source}: {list}"),
-            (true, Lang::Ja) => format!("{source} の {count} 行を削除しました: {list}"),
-            (false, Lang::Ja) => format!("{source} の {count} 行を削除します (試行): {list}"),
+            (true, Lang::En) => format!("purged {count} rows of {source}{list}"),
+            (false, Lang::En) => format!("would purge {count} rows of {source}{list}"),
+            (true, Lang::Ja) => format!("{source} の {count} 行を削除しました{list}"),
+            (false, Lang::Ja) => format!("{source} の {count} 行を削除します (試行){list}"),
         }];
         lines.extend(
             self.kept.iter().map(|k| format!("  {} {}: {}", lang.pick("kept", "残す"), k.id, k.reason)),
@@ -451,8 +454,8 @@ impl SourceRestore {
     pub fn text(&self, lang: Lang) -> String {
         let (source, count, list) = (&self.source, self.restored.len(), ids(&self.restored));
         let mut lines = vec![match lang {
-            Lang::En => format!("restored {count} rows of {source}: {list}"),
-            Lang::Ja => format!("{source} の {count} 行を戻しました: {list}"),
+            Lang::En => format!("restored {count} rows of {source}{list}"),
+            Lang::Ja => format!("{source} の {count} 行を戻しました{list}"),
         }];
         let not = lang.pick("not restored", "戻さない");
         lines.extend(self.skipped.iter().map(|k| format!("  {not} {}: {}", k.id, k.reason)));
