@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo build --release -p daicho -p daicho-bench
-//! target/release/daicho-bench [merge|ledger|claims|postgres|sync|load|pages|all]
+//! target/release/daicho-bench [merge|ledger|claims|postgres|sync|load|pages|fsyncs|all]
 //! ```
 //!
 //! - `merge`: `merge_plan` with 1,000,000 existing rows and 100,000 incoming items (goal < 1 s);
@@ -30,9 +30,13 @@
 //!   approvals, task, `/metrics`) on a 100,000-row project (`DAICHO_BENCH_PAGE_ROWS`), median and
 //!   slowest of 10 loopback requests to `daicho serve` (goal < 100 ms each).
 //!
+//! - `fsyncs`: the fsync and fdatasync calls of `add`, `set`, `push`, `run` and `worker --once`
+//!   per task on SQLite, counted with strace, next to the floor of one per commit.
+//!
 //! The `daicho` binary is looked for beside this one (`target/release/daicho`) unless
 //! `DAICHO_BIN` names it.
 
+mod fsyncs;
 mod load;
 mod pages;
 
@@ -52,6 +56,7 @@ fn main() {
         "sync" => bench_sync(),
         "load" => load::bench_load(),
         "pages" => pages::bench_pages(),
+        "fsyncs" => fsyncs::bench_fsyncs(),
         "all" => {
             bench_merge();
             bench_ledger();
@@ -60,10 +65,11 @@ fn main() {
             bench_sync();
             load::bench_load();
             pages::bench_pages();
+            fsyncs::bench_fsyncs();
         }
         other => {
             eprintln!(
-                "usage: daicho-bench [merge|ledger|claims|postgres|sync|load|pages|all] (got '{other}')"
+                "usage: daicho-bench [merge|ledger|claims|postgres|sync|load|pages|fsyncs|all] (got '{other}')"
             );
             std::process::exit(2);
         }
