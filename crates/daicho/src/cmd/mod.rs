@@ -30,9 +30,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use daicho_engine::{Config, Engine};
+use daicho_ledger::{AnyStore, Ledger};
 
 use crate::cli::{Cli, Command};
-use daicho_ledger::{AnyStore, Ledger};
 
 /// What every subcommand knows besides its own arguments.
 #[derive(Debug)]

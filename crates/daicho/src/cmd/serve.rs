@@ -10,11 +10,11 @@ use anyhow::bail;
 use daicho_core::lang::Lang;
 use daicho_engine::Engine;
 use daicho_engine::schedule::{RoleOutcome, RoleRun, ScheduleOptions, ScheduleSink};
+use daicho_ledger::AnyStore;
 
 use super::Context;
 use crate::output;
 use crate::wire;
-use daicho_ledger::AnyStore;
 
 /// Serve the web UI and the HTTP API (default http://127.0.0.1:7878; docs/api.md) and run the
 /// roles of daicho.toml's `[[schedule]]` tables at their cron times (the machine's local time)
