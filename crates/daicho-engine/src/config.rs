@@ -822,17 +822,19 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// I6: the example is valid as written (all commented out) and once uncommented.
     #[test]
     fn i6_the_example_configuration_parses_commented_and_uncommented() {
-        let empty = super::Config::parse(super::Config::EXAMPLE, "daicho.toml").expect("as written");
+        let empty = Config::parse(Config::EXAMPLE, "daicho.toml").expect("as written");
         assert!(empty.actions.is_empty() && empty.sources.is_empty() && empty.schedules.is_empty());
-        let uncommented: String = super::Config::EXAMPLE
+        let uncommented: String = Config::EXAMPLE
             .lines()
             .map(|l| l.strip_prefix("# ").unwrap_or(l))
             .map(|l| format!("{l}\n"))
             .collect();
-        let config = super::Config::parse(&uncommented, "daicho.toml").expect("uncommented");
+        let config = Config::parse(&uncommented, "daicho.toml").expect("uncommented");
         assert_eq!((config.sources.len(), config.actions.len(), config.schedules.len()), (4, 3, 4));
         let questions = config.source("questions").and_then(|s| s.mapping.as_ref()).expect("a mapping");
         assert_eq!(questions.filter, [("status".to_owned(), vec!["未回答".to_owned(), "保留".to_owned()])]);
@@ -843,8 +845,6 @@ mod tests {
             Some("Get the unanswered questions answered")
         );
     }
-
-    use super::*;
 
     /// X5: a spreadsheet source takes `sheet` and `header_row`; other kinds refuse them, a
     /// header row counts from 1, and a mapping on a Markdown source is refused, each at its line.

@@ -1048,3 +1048,27 @@ impl<S: Store + 'static> Engine<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// S9: `stats --since` takes `all`, `today` (the local day's start), a duration back and a
+    /// date or time; anything else says what is wrong.
+    #[test]
+    fn s9_stats_since_takes_all_today_a_duration_back_or_a_time() {
+        let now: Timestamp = "2026-12-03T12:00:00Z".parse().expect("a time");
+        let day = jiff::SignedDuration::from_hours(24);
+        assert_eq!(RunStats::since("all", now), Ok(Timestamp::UNIX_EPOCH));
+        let today = RunStats::since(" today ", now).expect("today");
+        assert!(today <= now && now.duration_since(today) < day, "{today}");
+        assert_eq!(
+            RunStats::since("2026-12-01T09:00:00Z", now),
+            Ok("2026-12-01T09:00:00Z".parse().expect("a time"))
+        );
+        let week = RunStats::since("7d", now).expect("a week back");
+        let back = now.duration_since(week);
+        assert!(back > day * 6 && back < day * 8, "{back:?}");
+        assert!(RunStats::since("bogus", now).expect_err("refused").contains("bogus"));
+    }
+}
