@@ -38,6 +38,8 @@ pub(crate) fn routes<S: Store + 'static>() -> Router<Arc<AppState<S>>> {
         .route("/api/v1/tasks", get(list::<S>))
         .route("/api/v1/tasks/{id}", get(show::<S>).patch(patch::<S>))
         .route("/api/v1/tasks/{id}/approve", post(approve::<S>))
+        .route("/api/v1/tasks/{id}/reject", post(reject::<S>))
+        .route("/api/v1/approvals", get(approvals::<S>))
         .route("/api/v1/tasks/{id}/heartbeat", post(heartbeat::<S>))
         .route("/api/v1/tasks/{id}/complete", post(complete::<S>))
         .route("/api/v1/tasks/{id}/fail", post(fail::<S>))
@@ -253,6 +255,51 @@ async fn approve<S: Store + 'static>(
     let actor = human(body.by, "api")?;
     let task = state.store().approve(id, actor, jiff::Timestamp::now()).await?;
     Ok(Json(TaskJson::from(&task)))
+}
+
+/// Body of `POST /api/v1/tasks/{id}/reject`: the reason (required) and who rejects.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RejectBody {
+    reason: String,
+    by: Option<String>,
+}
+
+/// A person rejects an external task (S2, S13): dropped, the reason kept as its correction.
+async fn reject<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<String>,
+    body: Result<Json<RejectBody>, JsonRejection>,
+) -> ApiResult<TaskJson> {
+    let id = task_id(&id)?;
+    let Json(body) = body?;
+    let actor = human(body.by, "api")?;
+    let task = state.store().reject(id, body.reason, actor, jiff::Timestamp::now()).await?;
+    Ok(Json(TaskJson::from(&task)))
+}
+
+/// Query of `GET /api/v1/approvals`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApprovalsQuery {
+    decisions: Option<usize>,
+}
+
+/// The approval queue with what each run would do, and the latest decisions (S2): what the
+/// approvals page and `daicho approve` show.
+#[derive(Debug, Serialize)]
+pub(crate) struct ApprovalsJson {
+    queue: daicho_engine::outbound::ApprovalQueue,
+    decisions: daicho_engine::outbound::Decisions,
+}
+
+async fn approvals<S: Store + 'static>(
+    State(state): State<Arc<AppState<S>>>,
+    Query(query): Query<ApprovalsQuery>,
+) -> ApiResult<ApprovalsJson> {
+    let queue = state.engine.approval_queue().await?;
+    let decisions = state.engine.decisions(query.decisions.unwrap_or(20).min(100)).await?;
+    Ok(Json(ApprovalsJson { queue, decisions }))
 }
 
 /// Query of `GET /api/v1/ready`.

@@ -145,6 +145,68 @@ async fn s2_s5_s8_a_remote_claim_passes_over_heavy_and_external_tasks_and_says_p
     assert_eq!(claimed["task"]["id"], ids[1].to_string(), "{claimed}");
 }
 
+/// S2, I3: the approval queue and the latest decisions over the API, as the approvals page shows
+/// them: each queued task with what its run would do; a person rejects one (a reason required)
+/// and approves the other, and both decisions are listed, newest first.
+#[tokio::test]
+async fn s2_i3_the_approval_queue_and_its_decisions_over_the_api() {
+    let server = TestServer::start(ServerOptions::default()).await;
+    let ids = server
+        .push(vec![
+            item("mail the customer", "PJ-01", "publish", "ai"),
+            item("post the news", "PJ-01", "publish", "ai"),
+        ])
+        .await;
+    // A claim's upkeep queues the external tasks; nothing runs.
+    let (status, _) = post(&server, "/api/v1/claim", json!({ "worker": "w" })).await;
+    assert_eq!(status, 200);
+    let (status, approvals) = get(&server, "/api/v1/approvals").await;
+    assert_eq!(status, 200, "{approvals}");
+    let queue = approvals["queue"].as_array().expect("a queue");
+    let queued: Vec<&str> = queue.iter().map(|a| a["id"].as_str().expect("id")).collect();
+    assert_eq!(queued, [ids[0].to_string(), ids[1].to_string()]);
+    assert_eq!(queue[0]["title"], "mail the customer");
+    assert_eq!(
+        (&queue[0]["outbound"]["action"], &queue[0]["outbound"]["external"]),
+        (&json!("publish"), &json!(true))
+    );
+    assert_eq!(queue[0]["queued_by"], "remote:w", "queued by the claim that found it");
+    assert_eq!(approvals["decisions"], json!([]));
+
+    let reject = format!("/api/v1/tasks/{}/reject", ids[1]);
+    let (status, refused) = post(&server, &reject, json!({ "reason": "  " })).await;
+    assert_eq!(status, 400, "a rejection needs a reason: {refused}");
+    let (status, refused) = post(&server, &reject, json!({ "reason": "no", "status": "done" })).await;
+    assert_eq!(status, 422, "{refused}");
+    let (status, rejected) =
+        post(&server, &reject, json!({ "reason": "not this week", "by": "hanako" })).await;
+    assert_eq!(status, 200, "{rejected}");
+    assert_eq!(
+        (&rejected["status"], &rejected["correction"]),
+        (&json!("dropped"), &json!("rejected: not this week"))
+    );
+    let (status, _) =
+        post(&server, &format!("/api/v1/tasks/{}/approve", ids[0]), json!({ "by": "taro" })).await;
+    assert_eq!(status, 200);
+
+    let (_, approvals) = get(&server, "/api/v1/approvals?decisions=5").await;
+    assert_eq!(approvals["queue"], json!([]), "{approvals}");
+    let decided: Vec<(&str, &str, &str)> = approvals["decisions"]
+        .as_array()
+        .expect("decisions")
+        .iter()
+        .map(|d| {
+            (d["id"].as_str().unwrap(), d["decision"].as_str().unwrap(), d["decided_by"].as_str().unwrap())
+        })
+        .collect();
+    let (approved, rejected) = (ids[0].to_string(), ids[1].to_string());
+    assert_eq!(
+        decided,
+        [(approved.as_str(), "approved", "human:taro"), (rejected.as_str(), "rejected", "human:hanako")]
+    );
+    assert_eq!(approvals["decisions"][1]["reason"], "not this week");
+}
+
 #[tokio::test]
 async fn i3_patch_changes_only_status_correction_and_run() {
     let server = TestServer::start(ServerOptions::default()).await;
