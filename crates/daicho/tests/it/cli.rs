@@ -192,6 +192,7 @@ fn i1_a_bad_argument_value_exits_2_and_its_json_error_says_what_is_wrong() {
         (&["set", "T-0001", "--title", " "], "--title"),
         (&["set", "T-0001", "--status", "bogus"], "bogus"),
         (&["add", "another", "--due", "2026-02-30"], "2026-02-30"),
+        (&["stats", "--since", "last tuesday"], "last tuesday"),
     ] {
         let run = ledger.run(&[args, &["--json"]].concat());
         assert_eq!(run.code, 2, "{args:?}: {} {}", run.stdout, run.stderr);
