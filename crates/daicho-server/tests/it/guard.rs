@@ -144,6 +144,15 @@ async fn s13_api_and_mcp_writes_from_another_origin_are_refused() {
             .await
             .expect("post");
         json_error(&answer(push).await, 403);
+        let reject = server
+            .client
+            .post(server.url(&format!("/api/v1/tasks/{external}/reject")))
+            .header(name, value)
+            .json(&json!({ "reason": "planted", "by": "mallory" }))
+            .send()
+            .await
+            .expect("post");
+        assert!(json_error(&answer(reject).await, 403).contains("another origin"));
         let mcp = server
             .client
             .post(server.url("/mcp"))
