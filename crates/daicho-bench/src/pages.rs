@@ -83,7 +83,7 @@ pub fn bench_pages() {
 
 /// Writes `runs` run records (attempts 1, 2, … of the large project's rows in turn, under five
 /// actions, most succeeded) straight into the run table, in one transaction: the history a
-/// ledger gathers over months, which the counts kept with it (schema 8) answer without reading.
+/// ledger gathers over months, which the counts kept with it (`run_count`) answer without reading.
 fn seed_runs(db: &std::path::Path, rows: usize, runs: usize) {
     let mut conn = rusqlite::Connection::open(db).expect("open");
     let tx = conn.transaction().expect("begin");

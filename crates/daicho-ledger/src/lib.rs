@@ -62,6 +62,16 @@ impl LedgerError {
     }
 }
 
+/// How a command opens the ledger.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Access {
+    /// Write nothing: a SQLite file in a read-only place, or a PostgreSQL ledger through a role
+    /// that may only read, can still be read (the schema version is checked, not migrated).
+    pub read_only: bool,
+    /// Run SQLite on the caller's thread (the one-shot commands that run no executor).
+    pub inline: bool,
+}
+
 /// A ledger named on the command line (`--db`, `DAICHO_DB`): a SQLite file or a PostgreSQL URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ledger {
@@ -121,12 +131,10 @@ impl Ledger {
         state.join("daicho/spool").join(name)
     }
 
-    /// Opens an existing ledger; a missing SQLite file is an error that says how to create it. A
-    /// PostgreSQL database is migrated if needed. `read_only` (the commands that only read)
-    /// writes nothing: a SQLite file in a read-only place, or a PostgreSQL ledger through a role
-    /// that may only read, can still be read (the schema version is checked, not migrated).
-    /// `inline` (the one-shot commands that run no executor) runs SQLite on the caller's thread.
-    pub async fn open(&self, read_only: bool, inline: bool) -> Result<AnyStore, LedgerError> {
+    /// Opens an existing ledger with `access`; a missing SQLite file is an error that says how to
+    /// create it. A PostgreSQL database is migrated if needed, unless the access is read-only.
+    pub async fn open(&self, access: Access) -> Result<AnyStore, LedgerError> {
+        let Access { read_only, inline } = access;
         let failed = |source| LedgerError::Store { verb: "open", name: self.display(), source };
         if let Some(url) = self.postgres_url() {
             let store =
@@ -182,15 +190,15 @@ impl Ledger {
         }
     }
 
-    /// The engine over the ledger with `config`; `pause_file` is the kill switch's file.
+    /// The engine over the ledger opened with `access`, running `config`; `pause_file` is the kill
+    /// switch's file.
     pub async fn engine(
         &self,
         config: Config,
         pause_file: PathBuf,
-        read_only: bool,
-        inline: bool,
+        access: Access,
     ) -> Result<Engine<AnyStore>, LedgerError> {
-        Ok(Engine::new(Arc::new(self.open(read_only, inline).await?), config, Some(pause_file)))
+        Ok(Engine::new(Arc::new(self.open(access).await?), config, Some(pause_file)))
     }
 
     /// The engine of a command that runs executors (`run`, `sweep`, `worker`, `serve`), under
@@ -206,7 +214,7 @@ impl Ledger {
     ) -> Result<Engine<AnyStore>, RunningError> {
         daicho_engine::supervise::use_ledger(self.identity());
         let spool = daicho_engine::spool::Spool::new(self.spool_dir());
-        let engine = self.engine(config, pause_file, false, false).await?;
+        let engine = self.engine(config, pause_file, Access::default()).await?;
         // The operator's stop is installed once the ledger is open: while it is still out of
         // reach, a signal ends the process as it would without daicho's handlers.
         let stop = daicho_engine::operator_stop(grace).map_err(RunningError::Signals)?;
@@ -274,11 +282,15 @@ mod tests {
         std::fs::write(dir.path().join("notes"), b"these are a person's notes, not a database")
             .expect("write");
         let refused = |result: Result<AnyStore, LedgerError>| result.expect_err("refused").to_string();
-        assert!(refused(at("missing").open(false, false).await).contains("run `daicho init` first"));
-        assert!(refused(at("empty").open(false, false).await).contains("is an empty file"));
-        assert!(refused(Ledger::new(Some(dir.path())).open(false, false).await).contains("is a directory"));
-        assert!(refused(at("short").open(false, false).await).contains("too short for a SQLite database"));
-        assert!(refused(at("notes").open(false, false).await).contains("not a SQLite database"));
+        assert!(refused(at("missing").open(Access::default()).await).contains("run `daicho init` first"));
+        assert!(refused(at("empty").open(Access::default()).await).contains("is an empty file"));
+        assert!(
+            refused(Ledger::new(Some(dir.path())).open(Access::default()).await).contains("is a directory")
+        );
+        assert!(
+            refused(at("short").open(Access::default()).await).contains("too short for a SQLite database")
+        );
+        assert!(refused(at("notes").open(Access::default()).await).contains("not a SQLite database"));
         let create = at("notes").create().await.map(|(_, created)| created);
         assert!(create.expect_err("refused").to_string().contains("not a SQLite database"));
         let notes = std::fs::read(dir.path().join("notes")).expect("read");
@@ -294,7 +306,7 @@ mod tests {
         let ledger = Ledger::new(Some(&dir.path().join("deep/er/ledger.db")));
         assert!(ledger.create().await.expect("created").1, "created the first time");
         assert!(!ledger.create().await.expect("found").1, "found the second time");
-        ledger.open(true, true).await.expect("opens read-only");
+        ledger.open(Access { read_only: true, inline: true }).await.expect("opens read-only");
         assert_eq!(ledger.spool_dir(), dir.path().join("deep/er/ledger.db.spool"));
     }
 

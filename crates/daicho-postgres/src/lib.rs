@@ -600,12 +600,12 @@ impl Store for PgStore {
         })
     }
 
-    async fn stats(&self, since_time: Timestamp) -> Result<Vec<ActionStats>> {
+    async fn stats(&self, since: Timestamp) -> Result<Vec<ActionStats>> {
         in_tx!(self, |tx| {
-            // Since the first run: the counts kept with the runs (schema 8), summed over their
+            // Since the first run: the counts kept with the runs (`run_count`), summed over their
             // shards, not a pass over the whole run history.
-            let since = micros(since_time);
-            let rows = match daicho_store::codec::stats_all_time(since_time) {
+            let from = micros(since);
+            let rows = match daicho_store::codec::stats_all_time(since) {
                 true => tx.query(
                     "SELECT action, sum(runs)::BIGINT, sum(successes)::BIGINT, sum(failures)::BIGINT, \
                      sum(running)::BIGINT, sum(tokens_in)::BIGINT, sum(tokens_out)::BIGINT FROM run_count \
@@ -618,7 +618,7 @@ impl Store for PgStore {
                      count(*) FILTER (WHERE outcome IN ('failure', 'timeout', 'lost')), \
                      count(*) FILTER (WHERE outcome = 'running'), coalesce(sum(tokens_in), 0)::BIGINT, \
                      coalesce(sum(tokens_out), 0)::BIGINT FROM run WHERE started >= $1 GROUP BY action ORDER BY action",
-                    &[&since],
+                    &[&from],
                 )
                 .await,
             }

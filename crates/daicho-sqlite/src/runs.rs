@@ -258,7 +258,8 @@ pub(crate) fn stats_in(tx: &Transaction<'_>, since: Timestamp) -> Result<Vec<Act
             tokens_out: r.get::<_, i64>(6)? as u64,
         })
     };
-    // Since the first run: the counts kept with the runs (schema 8), not a pass over them all.
+    // Since the first run: the counts kept with the runs (`run_count`, migration 8), not a pass
+    // over them all.
     if daicho_store::codec::stats_all_time(since) {
         return tx
             .prepare_cached(

@@ -196,8 +196,7 @@ CREATE TRIGGER run_count_insert AFTER INSERT ON run BEGIN
             failures = failures + excluded.failures, running = running + excluded.running,
             tokens_in = tokens_in + excluded.tokens_in, tokens_out = tokens_out + excluded.tokens_out;
 END;
-CREATE TRIGGER run_count_update AFTER UPDATE OF outcome, tokens_in, tokens_out ON run
-WHEN OLD.action = NEW.action BEGIN
+CREATE TRIGGER run_count_update AFTER UPDATE OF outcome, tokens_in, tokens_out ON run BEGIN
     UPDATE run_count SET successes = successes + (NEW.outcome = 'success') - (OLD.outcome = 'success'),
         failures = failures + (NEW.outcome IN ('failure', 'timeout', 'lost'))
             - (OLD.outcome IN ('failure', 'timeout', 'lost')),

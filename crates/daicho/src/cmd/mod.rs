@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use daicho_engine::{Config, Engine};
-use daicho_ledger::{AnyStore, Ledger};
+use daicho_ledger::{Access, AnyStore, Ledger};
 
 use crate::cli::{Cli, Command};
 
@@ -64,13 +64,13 @@ impl Context {
 
     /// Opens the ledger.
     pub async fn store(&self) -> anyhow::Result<AnyStore> {
-        Ok(self.db.open(false, self.inline).await?)
+        Ok(self.db.open(self.access(false)).await?)
     }
 
     /// Opens the ledger for a command that only reads it: nothing is written, so a ledger in a
     /// read-only place can still be listed, shown and exported.
     pub async fn reader(&self) -> anyhow::Result<AnyStore> {
-        Ok(self.db.open(true, self.inline).await?)
+        Ok(self.db.open(self.access(true)).await?)
     }
 
     /// Prints a result: `json` with `--json`, else `text`.
@@ -112,24 +112,30 @@ impl Context {
 
     /// The engine over the ledger, with the configuration loaded and checked first.
     pub async fn engine(&self) -> anyhow::Result<Engine<AnyStore>> {
-        Ok(self.db.engine(self.load_config()?, self.pause_file(), false, self.inline).await?)
+        Ok(self.db.engine(self.load_config()?, self.pause_file(), self.access(false)).await?)
     }
 
     /// The engine over the ledger opened for reading only, for a command that writes nothing
     /// (`ready`, `doctor`, the approval queue): a ledger in a read-only place still answers.
     pub async fn reading_engine(&self) -> anyhow::Result<Engine<AnyStore>> {
-        Ok(self.db.engine(self.load_config()?, self.pause_file(), true, self.inline).await?)
+        Ok(self.db.engine(self.load_config()?, self.pause_file(), self.access(true)).await?)
     }
 
-    /// The engine of a command that runs executors, under the operator's stop (S14;
-    /// [`Ledger::running_engine`]); `patiently` (`worker`, `serve`) waits out a ledger that is
-    /// out of reach for now.
-    pub async fn running_engine(&self, config: Config, patiently: bool) -> anyhow::Result<Engine<AnyStore>> {
-        let (pause_file, grace) = (self.pause_file(), self.grace);
-        Ok(match patiently {
-            true => self.db.running_engine_patiently(config, pause_file, grace).await?,
-            false => self.db.running_engine(config, pause_file, grace).await?,
-        })
+    /// The engine of a command that runs executors (`run`, `sweep`), under the operator's stop
+    /// (S14; [`Ledger::running_engine`]).
+    pub async fn running_engine(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
+        Ok(self.db.running_engine(config, self.pause_file(), self.grace).await?)
+    }
+
+    /// [`Context::running_engine`] for the long-running commands (`worker`, `serve`): a ledger
+    /// out of reach for now is waited for ([`Ledger::running_engine_patiently`]).
+    pub async fn running_engine_patiently(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
+        Ok(self.db.running_engine_patiently(config, self.pause_file(), self.grace).await?)
+    }
+
+    /// How this command opens the ledger: `read_only` for a command that writes nothing.
+    fn access(&self, read_only: bool) -> Access {
+        Access { read_only, inline: self.inline }
     }
 }
 

@@ -20,7 +20,7 @@ pub struct Args {
 
 /// Runs `daicho run` (or `run-heavy` with `heavy`).
 pub async fn run(args: Args, ctx: &Context, heavy: bool) -> anyhow::Result<ExitCode> {
-    let engine = ctx.running_engine(ctx.load_config()?, false).await?;
+    let engine = ctx.running_engine(ctx.load_config()?).await?;
     let ok = match engine.run_task(args.id, heavy).await? {
         RunOne::Ran(report) => {
             ctx.emit(&RunJson::from(&report), report.text(ctx.lang))?;

@@ -87,7 +87,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         );
     }
     // One ledger connection (pool) and one configuration for the web server and the schedule.
-    let engine = Arc::new(ctx.running_engine(config, true).await?);
+    let engine = Arc::new(ctx.running_engine_patiently(config).await?);
     let metrics = Arc::new(daicho_server::Metrics::default());
     // The web server starts first, so that a bad address or a missing token stops everything
     // before any role runs.

@@ -65,7 +65,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             return Ok(if report.failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS });
         }
     };
-    let engine = ctx.running_engine(config, false).await?;
+    let engine = ctx.running_engine(config).await?;
     let report = engine.sweep(role, args.max.unwrap_or(role.default_max())).await?;
     ctx.emit(&SweepJson::from(&report), report.text(ctx.lang))?;
     Ok(ExitCode::SUCCESS)

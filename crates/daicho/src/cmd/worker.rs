@@ -31,7 +31,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     if args.concurrency == 0 {
         anyhow::bail!("--concurrency must be at least 1");
     }
-    let engine = Arc::new(ctx.running_engine(ctx.load_config()?, true).await?);
+    let engine = Arc::new(ctx.running_engine_patiently(ctx.load_config()?).await?);
     // The operator's stop (SIGINT, SIGTERM) drains the worker through the engine (S14).
     let options = WorkOptions { slots: args.concurrency, poll: args.poll, once: args.once };
     ctx.report(&engine.work(options, std::future::pending::<()>()).await?)?;
