@@ -9,7 +9,9 @@
 //! write that fails is rolled back to its savepoint and answered with its error and the others
 //! in its commit are untouched (a write is `FnMut`, a function of the transaction alone).
 //! Nobody is answered `Ok` before the commit that holds the write is durable; when the commit
-//! (or `BEGIN`) fails, every write of it gets the error.
+//! (or `BEGIN`) fails, every write of it gets the error. A leader that finds the queue empty
+//! after a commit ends its lead before it answers, so the writes its answers release together
+//! (a worker's run end and its next claim) lead anew and share one commit.
 //! When SQLite itself ends the transaction inside a write (a full disk, an I/O error), the
 //! writes before it in the batch are lost with it: they are answered with that error, and the
 //! writes not yet run go on in the next transaction.
@@ -211,19 +213,33 @@ impl Queue {
                     continue;
                 }
             };
-            let rest = self.run_batch(c, batch, &after_commit);
-            if !rest.is_empty() {
-                let mut state = self.state();
-                for job in rest.into_iter().rev() {
-                    state.jobs.push_front(job);
+            match self.run_batch(c, batch, &after_commit) {
+                Lead::Ended => break,
+                Lead::On(rest) if !rest.is_empty() => {
+                    let mut state = self.state();
+                    for job in rest.into_iter().rev() {
+                        state.jobs.push_front(job);
+                    }
                 }
+                Lead::On(_) => {}
             }
         }
         conn
     }
 
-    /// Runs `batch` in one transaction; returns the writes not run because SQLite ended the
-    /// transaction under an earlier one (they go on in the next transaction).
+    /// Ends the lead when no write is queued; true when it did. Once it returns true, this
+    /// leader must not touch the queue again: a write pushed from now on leads itself.
+    fn resign_if_idle(&self) -> bool {
+        let mut state = self.state();
+        if state.jobs.is_empty() {
+            state.leading = false;
+        }
+        !state.leading
+    }
+
+    /// Runs `batch` in one transaction; says whether the lead goes on, with the writes not run
+    /// because SQLite ended the transaction under an earlier one (they go on in the next
+    /// transaction).
     ///
     /// The writes first run one after the other with no savepoints: one that fails is rare, and
     /// a savepoint per write (its statements, and a copy of every page it touches) was a tenth
@@ -237,10 +253,10 @@ impl Queue {
         conn: &mut Connection,
         mut batch: Vec<Job>,
         after_commit: impl Fn(&Connection),
-    ) -> Vec<Job> {
+    ) -> Lead {
         match self.run_plain(conn, &mut batch, &after_commit) {
-            Plain::Done => Vec::new(),
-            Plain::Rest(rest) => rest,
+            Plain::Done(lead) => lead,
+            Plain::Rest(rest) => Lead::On(rest),
             Plain::Failed => self.run_in_savepoints(conn, batch, &after_commit),
         }
     }
@@ -258,7 +274,7 @@ impl Queue {
             Ok(tx) => tx,
             Err(e) => {
                 answer_all(std::mem::take(batch), &backend(e));
-                return Plain::Done;
+                return Plain::Done(Lead::On(Vec::new()));
             }
         };
         for i in 0..batch.len() {
@@ -276,19 +292,18 @@ impl Queue {
                     // The one write failed: it is answered with its own error, nothing kept.
                     (Ok(()), 1) => {
                         answer_all_with(std::mem::take(batch), Ok(()));
-                        Plain::Done
+                        Plain::Done(Lead::On(Vec::new()))
                     }
                     (Ok(()), _) => Plain::Failed,
                     (Err(e), _) => {
                         answer_all(std::mem::take(batch), &backend(e));
-                        Plain::Done
+                        Plain::Done(Lead::On(Vec::new()))
                     }
                 };
             }
         }
         let committed = tx.commit();
-        self.answer_commit(conn, committed, std::mem::take(batch), after_commit);
-        Plain::Done
+        Plain::Done(self.answer_commit(conn, committed, std::mem::take(batch), after_commit))
     }
 
     /// A batch with a savepoint per write: a write that fails (or panics) is rolled back to its
@@ -298,12 +313,12 @@ impl Queue {
         conn: &mut Connection,
         batch: Vec<Job>,
         after_commit: &impl Fn(&Connection),
-    ) -> Vec<Job> {
+    ) -> Lead {
         let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
             Err(e) => {
                 answer_all(batch, &backend(e));
-                return Vec::new();
+                return Lead::On(Vec::new());
             }
         };
         let mut ran: Vec<Job> = Vec::with_capacity(batch.len());
@@ -311,7 +326,7 @@ impl Queue {
         while let Some(mut job) = jobs.next() {
             if let Err(e) = tx.execute_batch("SAVEPOINT write") {
                 answer_all(ran, &backend(e));
-                return std::iter::once(job).chain(jobs).collect();
+                return Lead::On(std::iter::once(job).chain(jobs).collect());
             }
             let ok = catch_unwind(AssertUnwindSafe(|| job.run(&tx))).unwrap_or(false);
             if tx.is_autocommit() {
@@ -319,7 +334,7 @@ impl Queue {
                 // I/O error): what the batch wrote before it is gone too.
                 ran.push(job);
                 answer_all(ran, &rolled_back());
-                return jobs.collect();
+                return Lead::On(jobs.collect());
             }
             let closed = if ok {
                 tx.execute_batch("RELEASE write")
@@ -329,38 +344,55 @@ impl Queue {
             ran.push(job);
             if let Err(e) = closed {
                 answer_all(ran, &backend(e));
-                return jobs.collect();
+                return Lead::On(jobs.collect());
             }
         }
         let committed = tx.commit();
-        self.answer_commit(conn, committed, ran, after_commit);
-        Vec::new()
+        self.answer_commit(conn, committed, ran, after_commit)
     }
 
     /// Answers the writes of a commit: each with its own outcome once `committed` is `Ok`
     /// (the WAL's upkeep first), else all with its error.
+    ///
+    /// When no other write is queued, the lead ends before the answers go out: the writes an
+    /// answer releases together (a worker's run end and its next claim) then find no leader
+    /// between two batches that would take the first of them alone, and share the next commit.
     fn answer_commit(
         &self,
         conn: &Connection,
         committed: rusqlite::Result<()>,
         ran: Vec<Job>,
         after_commit: &impl Fn(&Connection),
-    ) {
+    ) -> Lead {
         match committed {
             Ok(()) => {
                 self.commits.fetch_add(1, Ordering::Relaxed);
                 after_commit(conn);
+                let lead = if self.resign_if_idle() { Lead::Ended } else { Lead::On(Vec::new()) };
                 answer_all_with(ran, Ok(()));
+                lead
             }
-            Err(e) => answer_all(ran, &backend(e)),
+            Err(e) => {
+                answer_all(ran, &backend(e));
+                Lead::On(Vec::new())
+            }
         }
     }
 }
 
+/// Whether a leader goes on after a batch.
+enum Lead {
+    /// It goes on: these writes were not run (SQLite ended their transaction under an earlier
+    /// one) and go first in the next batch.
+    On(Vec<Job>),
+    /// It ended with the queue empty, before answering the batch's writes.
+    Ended,
+}
+
 /// How the first run of a batch ([`Queue::run_plain`]) ended.
 enum Plain {
-    /// Every write answered.
-    Done,
+    /// Every write answered; whether the lead goes on.
+    Done(Lead),
     /// SQLite ended the transaction inside a write: the writes up to it answered with that,
     /// these not run yet.
     Rest(Vec<Job>),
@@ -606,6 +638,73 @@ mod tests {
         }
         assert_eq!(q.commits(), 3, "[a], [large], [b, c]");
         assert_eq!(rows(&conn).len(), 103);
+    }
+
+    /// A write that, once answered, queues the next write (a worker whose run ended claims
+    /// again) and says whether that write found no leader and must lead.
+    struct ThenQueue {
+        write: Job,
+        queue: Arc<Queue>,
+        next: Job,
+        must_lead: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Write for ThenQueue {
+        fn alone(&self) -> bool {
+            self.write.alone()
+        }
+
+        fn take(&self) -> bool {
+            self.write.take()
+        }
+
+        fn run(&mut self, tx: &Transaction<'_>) -> bool {
+            self.write.run(tx)
+        }
+
+        fn answer(self: Box<Self>, committed: Result<()>) {
+            let ThenQueue { write, queue, next, must_lead } = *self;
+            write.answer(committed);
+            must_lead.store(queue.push(next), Ordering::SeqCst);
+        }
+    }
+
+    /// I5: the lead ends before a commit's writes are answered when nothing else is queued, so
+    /// the writes an answer releases (a run's end, then the next claim a moment later) find no
+    /// leader that would take the first of them alone: they share the next commit.
+    #[test]
+    fn i5_writes_an_answer_releases_share_the_next_commit() {
+        let (_dir, conn) = table();
+        let q = Arc::new(Queue::default());
+        let (sender, first) = oneshot::channel();
+        let run = Pending::new(|tx: &Transaction<'_>| insert(tx, "run"), sender, false, Arc::default());
+        let (sender, end) = oneshot::channel();
+        let released = Pending::new(|tx: &Transaction<'_>| insert(tx, "end"), sender, false, Arc::default());
+        let (sender, ran) = oneshot::channel();
+        let must_lead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        q.push(Box::new(ThenQueue {
+            write: Box::new(run),
+            queue: Arc::clone(&q),
+            next: Box::new(released),
+            must_lead: Arc::clone(&must_lead),
+        }));
+        let conn = q.lead(Some(conn), no_connect, |_| {}).expect("the connection back");
+        assert!(first.blocking_recv().expect("answered").is_ok());
+        assert!(must_lead.load(Ordering::SeqCst), "the answered write found no leader");
+        assert_eq!(q.commits(), 1, "the released write was not taken alone by the last leader");
+        // The next claim joins the end before its leader starts (the yield of `write_as`).
+        q.push(Box::new(Pending::new(
+            |tx: &Transaction<'_>| insert(tx, "claim"),
+            sender,
+            false,
+            Arc::default(),
+        )));
+        let conn = q.lead(Some(conn), no_connect, |_| {}).expect("the connection back");
+        assert!(
+            end.blocking_recv().expect("answered").is_ok() && ran.blocking_recv().expect("answered").is_ok()
+        );
+        assert_eq!(q.commits(), 2, "the end and the claim share one commit");
+        assert_eq!(rows(&conn), ["claim", "end", "run"]);
     }
 
     #[test]
