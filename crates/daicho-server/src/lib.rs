@@ -150,7 +150,7 @@ pub async fn bind<S: Store + 'static>(
     let listener = tokio::net::TcpListener::bind(options.bind)
         .await
         .map_err(|source| ServerError::Bind { addr: options.bind, source })?;
-    let rules = security::Rules { token: options.token.clone(), public };
+    let rules = security::Rules::new(options.token.clone(), public);
     let (closing, closing_rx) = tokio::sync::watch::channel(false);
     let csrf = security::random_token();
     let state = Arc::new(AppState { engine, csrf, rules, options, metrics, closing: closing_rx });

@@ -1,7 +1,8 @@
 //! Access control, in one place: every request passes [`guard`] before any route sees it.
 //!
 //! - **Who may ask.** With an access token, every request carries it (a bearer header, any case
-//!   of the scheme, or the cookie `/login` sets); without one, only requests naming a loopback
+//!   of the scheme, or the session cookie `/login` sets, a digest of the token that is no
+//!   bearer token itself); without one, only requests naming a loopback
 //!   host (or the host of the configured public URL) are answered, against DNS rebinding. The
 //!   same rule covers the pages, the API, `/metrics` and `/mcp`.
 //! - **No page of another origin acts for the person (S13).** A state-changing request (any
@@ -30,8 +31,19 @@ use serde::Deserialize;
 
 use crate::AppState;
 
-/// The cookie a browser keeps the access token in.
+/// The cookie a browser keeps its session in: [`session_of`] the access token, never the token.
 const TOKEN_COOKIE: &str = "daicho_token";
+
+/// The value of the session cookie for `token`: a digest of it, so that a cookie read off a
+/// browser's disk or a proxy's log is no bearer token for the API, `/mcp` or another tool that
+/// shares the token; a page of this server is all it opens. It changes when the token does.
+pub(crate) fn session_of(token: &str) -> String {
+    use sha2::Digest as _;
+
+    let digest =
+        sha2::Sha256::new().chain_update(b"daicho web session\0").chain_update(token.as_bytes()).finalize();
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// The content security policy of every response: resources from this origin only (the pages
 /// have no script and one stylesheet), and no page of any origin may frame these.
@@ -213,11 +225,19 @@ pub(crate) struct Refusal {
 /// What the guard knows of the server: the access token and the public URL's origin.
 #[derive(Debug, Default)]
 pub(crate) struct Rules {
-    pub(crate) token: Option<String>,
-    pub(crate) public: Option<SiteOrigin>,
+    token: Option<String>,
+    /// [`session_of`] the token: what the cookie must carry.
+    session: Option<String>,
+    public: Option<SiteOrigin>,
 }
 
 impl Rules {
+    /// The rules of a server with this access token and public origin.
+    pub(crate) fn new(token: Option<String>, public: Option<SiteOrigin>) -> Rules {
+        let session = token.as_deref().map(session_of);
+        Rules { token, session, public }
+    }
+
     /// Decides whether a request may reach its route. Pure: the method, path and headers are
     /// all it looks at.
     pub(crate) fn admit(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<(), Refusal> {
@@ -225,17 +245,17 @@ impl Rules {
             Some(token) => bearer(headers).is_some_and(|b| same_secret(b, token)),
             None => false,
         };
-        match &self.token {
-            Some(token) => {
-                let carried = bearer(headers).or_else(|| cookie(headers, TOKEN_COOKIE));
-                if path != "/login" && !carried.is_some_and(|t| same_secret(t, token)) {
+        match (&self.token, &self.session) {
+            (Some(_), Some(session)) => {
+                let by_cookie = || cookie(headers, TOKEN_COOKIE).is_some_and(|c| same_secret(c, session));
+                if path != "/login" && !bearer_ok && !by_cookie() {
                     return Err(Refusal {
                         status: StatusCode::UNAUTHORIZED,
                         message: "an access token is required: send `Authorization: Bearer <token>`, or open /login?token=<token> once in a browser",
                     });
                 }
             }
-            None => {
+            _ => {
                 if !host_allowed(header_text(headers, header::HOST), self.public.as_ref()) {
                     return Err(Refusal {
                         status: StatusCode::FORBIDDEN,
@@ -350,7 +370,14 @@ pub(crate) async fn login<S: Store + 'static>(
 ) -> Response {
     match &state.options.token {
         Some(token) if same_secret(&query.token, token) => {
-            let cookie = format!("{TOKEN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
+            // Marked Secure when people reach the server over HTTPS (its public URL), so the
+            // browser never sends it in the clear.
+            let secure = match &state.options.public_url {
+                Some(url) if url.to_ascii_lowercase().starts_with("https://") => "; Secure",
+                _ => "",
+            };
+            let cookie =
+                format!("{TOKEN_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/{secure}", session_of(token));
             ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response()
         }
         Some(_) => refuse(StatusCode::UNAUTHORIZED, "/login", "wrong access token"),
@@ -514,7 +541,7 @@ mod tests {
     #[test]
     fn i2_with_a_token_any_host_and_bearer_writes_of_any_type() {
         let token = "0123456789abcdef-token";
-        let rules = Rules { token: Some(token.into()), public: None };
+        let rules = Rules::new(Some(token.into()), None);
         let admit = |method: Method, pairs: &[(&'static str, &str)]| {
             rules.admit(&method, "/api/v1/push", &headers(pairs)).map_err(|r| r.status.as_u16())
         };
@@ -525,8 +552,15 @@ mod tests {
             let plain = [("authorization", auth.as_str()), ("content-type", "text/plain")];
             assert_eq!(admit(Method::POST, &plain), Ok(()), "a bearer is no cross-site form");
         }
-        let cookie = format!("{TOKEN_COOKIE}={token}");
+        let cookie = format!("{TOKEN_COOKIE}={}", session_of(token));
+        assert_eq!(admit(Method::GET, &[("cookie", &cookie)]), Ok(()), "the session cookie opens pages");
         assert_eq!(admit(Method::POST, &[("cookie", &cookie), ("content-type", "text/plain")]), Err(415));
+        // The cookie holds a digest of the token: the token itself is no cookie, and the
+        // cookie's value is no bearer token.
+        assert_eq!(admit(Method::GET, &[("cookie", &format!("{TOKEN_COOKIE}={token}"))]), Err(401));
+        let as_bearer = format!("Bearer {}", session_of(token));
+        assert_eq!(admit(Method::GET, &[("authorization", &as_bearer)]), Err(401));
+        assert_ne!(session_of(token), session_of("0123456789abcdef-other"));
         assert_eq!(admit(Method::GET, &[("authorization", &format!("Basic {token}"))]), Err(401));
         let cross = [("authorization", format!("Bearer {token}")), ("origin", "http://evil.example".into())];
         let cross: Vec<_> = cross.iter().map(|(k, v)| (*k, v.as_str())).collect();

@@ -425,11 +425,12 @@ async fn i2_with_a_token_every_request_must_carry_it() {
     assert_eq!(wrong.status().as_u16(), 401);
     let ok = server.client.get(server.url("/api/v1/tasks")).bearer_auth(token).send().await.expect("get");
     assert_eq!(ok.status().as_u16(), 200);
-    // A browser logs in once; the cookie carries the token after.
+    // A browser logs in once; the session cookie opens the pages after.
     let login = server.client.get(server.url(&format!("/login?token={token}"))).send().await.expect("login");
     assert_eq!(login.status().as_u16(), 303);
     let cookie = login.headers()["set-cookie"].to_str().expect("cookie").to_owned();
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(!cookie.contains(token), "the cookie holds a digest of the token, not the token: {cookie}");
     let pair = cookie.split(';').next().expect("pair").to_owned();
     let page = server.client.get(server.url("/")).header("cookie", pair).send().await.expect("get");
     assert_eq!(page.status().as_u16(), 200);
