@@ -199,7 +199,12 @@ impl<S: Store + 'static> Engine<S> {
                 // runs counted (S4), and the external rows waiting for approval queued (S2; a walk
                 // of the ready set, which 16 workers polling every 50 ms made most of
                 // PostgreSQL's work).
-                if last_upkeep.is_none_or(|at| at.elapsed() >= options.poll.max(UPKEEP_EVERY)) {
+                // Not while this worker holds ends it could not record (the store was out of
+                // reach): their leases may have run out meanwhile, and counting them lost first
+                // would throw away finished work that the record below keeps (S14). The upkeep
+                // comes on the next turn, once they are recorded.
+                let due = last_upkeep.is_none_or(|at| at.elapsed() >= options.poll.max(UPKEEP_EVERY));
+                if due && (backoff.is_zero() || ended.is_empty()) {
                     let lost = store!(self.count_lost_runs(self.now()).await);
                     totals.lost_counted += lost.len();
                     let to_queue = store!(self.awaiting_approval(self.now(), None).await);

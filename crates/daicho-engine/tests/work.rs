@@ -126,6 +126,55 @@ async fn i5_s1_one_slot_records_each_end_with_the_next_claim_in_one_commit() {
     assert!(rows.iter().all(|t| t.status == Status::Done && t.attempt == 1), "each ran once, done");
 }
 
+/// S14, S4: a run that ends while another process holds the ledger's write lock past the run's
+/// lease is recorded as finished once the lock is gone, not counted lost by its own worker first
+/// (which would throw the finished work away and run the task again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s14_an_end_held_up_by_a_lock_past_its_lease_is_recorded_not_counted_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ledger.db");
+    let options = SqliteOptions { busy_timeout: Duration::from_millis(100), ..SqliteOptions::default() };
+    let store = Arc::new(SqliteStore::open(&path, options).await.expect("open"));
+    push(&store, vec![item("ends under a lock", "work")]).await;
+    let clock = Arc::new(daicho_engine::clock::ManualClock::new(jiff::Timestamp::now()));
+    let config = format!("[policy]\nlease = \"10s\"\n{CONFIG}");
+    let engine = Arc::new(
+        Engine::new(Arc::clone(&store), Config::parse(&config, "t.toml").expect("config"), None)
+            .with_clock(Arc::clone(&clock) as Arc<dyn daicho_engine::clock::Clock>),
+    );
+    let (started, go) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (signal, wait, counted) = (Arc::clone(&started), Arc::clone(&go), Arc::clone(&calls));
+    let runner = move |_ctx, _action| {
+        let (signal, wait) = (Arc::clone(&signal), Arc::clone(&wait));
+        let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+        async move {
+            if first {
+                signal.notify_one();
+                wait.notified().await;
+            }
+            succeed()
+        }
+    };
+    let worker = Arc::clone(&engine);
+    let options = WorkOptions { slots: 1, poll: Duration::from_millis(50), once: true };
+    let work = tokio::spawn(async move { worker.work_with(options, std::future::pending(), runner).await });
+    started.notified().await;
+    // Another process takes the write lock; the run ends under it and cannot be recorded.
+    let lock = rusqlite::Connection::open(&path).expect("open");
+    lock.execute_batch("BEGIN IMMEDIATE").expect("the write lock");
+    go.notify_one();
+    // Held past the worker's upkeep interval, while the run's lease runs out.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    clock.advance(jiff::SignedDuration::from_mins(1));
+    lock.execute_batch("ROLLBACK").expect("unlock");
+    let totals = work.await.expect("joined").expect("work");
+    let rows = store.list(ListFilter::default()).await.expect("list");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the finished task ran once: {totals:?}");
+    assert_eq!(totals.lost_counted, 0, "its own finished run was not counted lost: {totals:?}");
+    assert!(rows.iter().all(|t| t.status == Status::Done && t.failures == 0), "recorded as done: {rows:?}");
+}
+
 /// S8, S2, S3: a paused ledger runs nothing; an external task is queued for approval, never run;
 /// a failing run counts one failure per attempt and parks the task at the cap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
