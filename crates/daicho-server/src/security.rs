@@ -1,10 +1,10 @@
 //! Access control, in one place: every request passes [`guard`] before any route sees it.
 //!
 //! - **Who may ask.** With an access token, every request carries it (a bearer header, any case
-//!   of the scheme, or the session cookie `/login` sets, a digest of the token that is no
-//!   bearer token itself); without one, only requests naming a loopback
-//!   host (or the host of the configured public URL) are answered, against DNS rebinding. The
-//!   same rule covers the pages, the API, `/metrics` and `/mcp`.
+//!   of the scheme) or the session cookie `/login` sets (a digest of the token, never the token);
+//!   without one, only requests naming a loopback host (or the host of the configured public
+//!   URL) are answered, against DNS rebinding. The same rule covers the pages, the API,
+//!   `/metrics` and `/mcp`.
 //! - **No page of another origin acts for the person (S13).** A state-changing request (any
 //!   method but GET and HEAD) is refused when the browser says it comes from another site
 //!   (`Sec-Fetch-Site: cross-site` or `same-site`) or names another origin (`Origin`, `null`
@@ -35,8 +35,9 @@ use crate::AppState;
 const TOKEN_COOKIE: &str = "daicho_token";
 
 /// The value of the session cookie for `token`: a digest of it, so that a cookie read off a
-/// browser's disk or a proxy's log is no bearer token for the API, `/mcp` or another tool that
-/// shares the token; a page of this server is all it opens. It changes when the token does.
+/// browser's disk or a proxy's log does not give the token away (scripts, agents and other
+/// servers may share it); it is accepted as this server's cookie only, never as a bearer, and it
+/// stops working when the token changes.
 pub(crate) fn session_of(token: &str) -> String {
     use sha2::Digest as _;
 
