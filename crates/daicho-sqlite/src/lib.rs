@@ -130,6 +130,14 @@ pub(crate) fn backend(error: rusqlite::Error) -> StoreError {
         {
             StoreError::Unavailable(format!("{error} (another process holds the ledger's write lock)"))
         }
+        // The disk (or a size limit) is full: the transaction was rolled back, and the same write
+        // goes through once space is freed — a worker waits for it with its runs' ends kept,
+        // a command exits 75 (try again).
+        rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DiskFull => {
+            StoreError::Unavailable(format!(
+                "the disk holding the ledger is full ({error}); nothing of this change was written: free some space and try again"
+            ))
+        }
         _ => StoreError::backend_from("SQLite", error),
     }
 }
@@ -942,4 +950,32 @@ pub async fn ready_query_plan(store: &SqliteStore) -> Result<String> {
             Ok(lines.join("\n"))
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// S14, X4: a full disk is a temporary fault that says what to do, not a backend failure: a
+    /// worker waits it out with its runs' ends kept, a command exits 75. SQLite's size limit
+    /// (`max_page_count`) fails a write with the same code a full disk gives (`SQLITE_FULL`).
+    #[test]
+    fn s14_a_full_disk_is_temporary_and_named() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let conn = Connection::open(dir.path().join("full.db")).expect("open");
+        conn.execute_batch("CREATE TABLE t (x BLOB)").expect("a table");
+        let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0)).expect("pages");
+        conn.pragma_update(None, "max_page_count", pages).expect("a size limit");
+        let full =
+            conn.execute("INSERT INTO t (x) VALUES (zeroblob(100000))", []).expect_err("no room for 100 kB");
+        let error = backend(full);
+        assert!(error.is_retryable(), "{error:?}");
+        let text = error.to_string();
+        assert!(
+            text.contains("disk holding the ledger is full") && text.contains("free some space"),
+            "{text}"
+        );
+        let count: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).expect("count");
+        assert_eq!(count, 0, "nothing of the failed write is kept");
+    }
 }
