@@ -24,8 +24,8 @@ pub(crate) fn mark(n: usize) -> String {
     format!("?{n}")
 }
 
-/// The insert of a row, built once: building its text for every row was a sixth of a large
-/// push's CPU.
+/// The insert of a row, built once: building its text for every row was a sixth of the
+/// instructions of a large push.
 static INSERT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| codec::insert_sql(mark));
 
 /// The update of each set of columns met so far, built once per set (a process meets a few
