@@ -43,7 +43,7 @@ pub(crate) fn session_of(token: &str) -> String {
 
     let digest =
         sha2::Sha256::new().chain_update(b"daicho web session\0").chain_update(token.as_bytes()).finalize();
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&digest)
 }
 
 /// The content security policy of every response: resources from this origin only (the pages
@@ -68,6 +68,11 @@ pub(crate) fn random_token() -> String {
             chunk.copy_from_slice(&hasher.finish().to_le_bytes());
         }
     }
+    hex(&bytes)
+}
+
+/// `bytes` as lower-case hex.
+fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
