@@ -216,6 +216,11 @@ CREATE TRIGGER run_count_delete AFTER DELETE ON run BEGIN
         WHERE action = OLD.action;
 END;
 "#,
+    // 9 (I5): no `task_project_status`: the project × status counts have been kept in
+    // `task_count` since 4, and the index cost every claim and every run end two or three more
+    // pages in its commit (the row's old and new status); a filter by project and status reads
+    // `task_project` or `task_ready` instead.
+    "DROP INDEX IF EXISTS task_project_status;",
 ];
 
 /// Checks, without writing, that the ledger's schema is the one this daicho knows (a read-only
