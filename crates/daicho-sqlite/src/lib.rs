@@ -513,6 +513,10 @@ impl Store for SqliteStore {
         .await
     }
 
+    fn claims_one_at_a_time(&self) -> bool {
+        true
+    }
+
     async fn finish_many(&self, finishes: Vec<Finish>) -> Result<Vec<Result<Task>>> {
         self.write(move |tx| {
             let mut out = Vec::with_capacity(finishes.len());

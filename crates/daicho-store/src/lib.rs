@@ -928,6 +928,14 @@ pub trait Store: Send + Sync {
     /// Waits until work may have become ready, or `timeout` passes: a hint for idle workers, never
     /// a guarantee (callers look again either way). A store without notifications just sleeps.
     fn wait_for_work(&self, timeout: std::time::Duration) -> impl Future<Output = ()> + Send;
+
+    /// Whether [`Store::claim_next`] reads the head and claims in one write transaction that no
+    /// other writer enters (SQLite): then the first row its pick asks for is claimable, and a
+    /// worker needs no spare candidates against other workers' claims (I5). `false` where
+    /// workers claim side by side (PostgreSQL).
+    fn claims_one_at_a_time(&self) -> bool {
+        false
+    }
 }
 
 #[doc(hidden)]
@@ -1053,6 +1061,15 @@ macro_rules! delegate_store {
             async fn wait_for_work(&self, timeout: std::time::Duration) {
                 $crate::delegate_store!(@match self, $ty, $variants, wait_for_work(timeout))
             }
+
+            fn claims_one_at_a_time(&self) -> bool {
+                $crate::delegate_store!(@sync self, $ty, $variants, claims_one_at_a_time())
+            }
+        }
+    };
+    (@sync $self:ident, $ty:ident, { $($variant:ident),+ }, $method:ident $args:tt) => {
+        match $self {
+            $($ty::$variant(store) => store.$method $args,)+
         }
     };
     (@match $self:ident, $ty:ident, { $($variant:ident),+ }, $method:ident $args:tt) => {
