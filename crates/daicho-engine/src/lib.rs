@@ -483,8 +483,20 @@ impl<S: Store + 'static> Engine<S> {
         &self,
         finishes: Vec<Finish>,
     ) -> Result<Vec<Result<Task, StoreError>>, StoreError> {
-        let Some(spool) = self.spool.clone() else { return self.store.finish_many(finishes).await };
         let runs: Vec<(TaskId, u32)> = finishes.iter().map(|f| (f.id, f.attempt)).collect();
+        self.spooled(runs, self.store.finish_many(finishes), Result::is_err).await
+    }
+
+    /// Awaits `recording`, which records the spooled ends of `runs`: their copies are synced to
+    /// disk when it has not finished within [`spool::SYNC_AFTER`], or when `failed` says it
+    /// did not record them.
+    async fn spooled<T>(
+        &self,
+        runs: Vec<(TaskId, u32)>,
+        recording: impl Future<Output = T>,
+        failed: impl Fn(&T) -> bool,
+    ) -> T {
+        let Some(spool) = self.spool.clone().filter(|_| !runs.is_empty()) else { return recording.await };
         let persist = || {
             let (spool, runs) = (spool.clone(), runs.clone());
             async move {
@@ -494,7 +506,6 @@ impl<S: Store + 'static> Engine<S> {
                 }
             }
         };
-        let recording = self.store.finish_many(finishes);
         tokio::pin!(recording);
         let ended = tokio::select! {
             ended = &mut recording => ended,
@@ -503,7 +514,7 @@ impl<S: Store + 'static> Engine<S> {
                 recording.await
             }
         };
-        if ended.is_err() {
+        if failed(&ended) {
             persist().await;
         }
         ended
@@ -914,66 +925,46 @@ impl<S: Store + 'static> Engine<S> {
     /// Records the ends of several runs in one transaction (fenced by attempt each), then pushes
     /// each run's found tasks in a transaction of its own (X2). One report per run, in order.
     async fn record(&self, done: Vec<Performed>) -> Result<Vec<RunReport>, StoreError> {
-        let mut reports = Vec::with_capacity(done.len());
-        let mut finishes = Vec::with_capacity(done.len());
-        let mut after = Vec::with_capacity(done.len());
-        for performed in done {
-            let Performed { ctx, action, on_success, outcome } = performed;
-            let mut report = RunReport {
-                id: ctx.task.id,
-                title: ctx.task.title.clone(),
-                action,
-                attempt: ctx.task.attempt,
-                result: RunResult::LeaseLost,
-                status: None,
-                error: None,
-                pushed: None,
-                push_error: None,
-            };
-            let (end, found, push_error) = match outcome {
-                Ended::LeaseLost => {
-                    reports.push((report, false));
-                    continue;
-                }
-                Ended::Interrupted(reason) => {
-                    report.error = Some(reason.clone());
-                    (RunEnd::Interrupted { reason }, Vec::new(), None)
-                }
-                Ended::Ran(ExecOutcome::Success { result, tasks, tokens, push_error }) => (
-                    RunEnd::Success {
-                        result,
-                        status: on_success,
-                        tokens_in: tokens.map(|t| t.0),
-                        tokens_out: tokens.map(|t| t.1),
-                    },
-                    tasks,
-                    push_error,
-                ),
-                Ended::Ran(ExecOutcome::Failure { error, timeout }) => {
-                    report.error = Some(error.clone());
-                    (RunEnd::Failure { error, timeout }, Vec::new(), None)
-                }
-            };
-            report.result = match &end {
-                RunEnd::Success { .. } => RunResult::Success,
-                RunEnd::Failure { timeout: true, .. } => RunResult::Timeout,
-                RunEnd::Failure { .. } => RunResult::Failure,
-                RunEnd::Interrupted { .. } => RunResult::Interrupted,
-            };
-            finishes.push(Finish {
-                id: ctx.task.id,
-                attempt: ctx.task.attempt,
-                worker: self.worker.clone(),
-                now: self.now(),
-                end,
-                policy: self.config.policy.failures,
-            });
-            after.push((found, push_error));
-            reports.push((report, true));
-        }
-        let ends = if finishes.is_empty() { Vec::new() } else { self.finish_spooled(finishes).await? };
+        let (ends, finishes) = Ends::of(done, &self.worker, self.now(), self.config.policy.failures);
+        let recorded = if finishes.is_empty() { Vec::new() } else { self.finish_spooled(finishes).await? };
+        self.after_record(ends, recorded).await
+    }
+
+    /// A worker's turn on one free slot (I5): records `done` ([`Engine::record`]) and makes the
+    /// next claim with `pick` in one call of the store ([`Store::finish_and_claim_next`]: one
+    /// commit for both). Each gets its own result.
+    pub(crate) async fn record_and_claim_next(
+        &self,
+        done: Vec<Performed>,
+        scope: ClaimScope,
+        window: usize,
+        pick: daicho_store::Pick,
+    ) -> (Option<Result<Vec<RunReport>, StoreError>>, Result<Option<daicho_store::NextClaim>, StoreError>)
+    {
+        let recording = !done.is_empty();
+        let (ends, finishes) = Ends::of(done, &self.worker, self.now(), self.config.policy.failures);
+        let runs: Vec<(TaskId, u32)> = finishes.iter().map(|f| (f.id, f.attempt)).collect();
+        let both =
+            self.store.finish_and_claim_next(finishes, self.now(), scope, window, crate::SWEEP_SCAN, pick);
+        let (recorded, next) = self.spooled(runs, both, |(recorded, _)| recorded.is_err()).await;
+        let recorded = match recorded {
+            Ok(recorded) if recording => Some(self.after_record(ends, recorded).await),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        };
+        (recorded, next)
+    }
+
+    /// What follows the record of run ends: the spooled copies of those recorded (or no longer
+    /// current) removed, and each run's found tasks pushed. One report per run, in order.
+    async fn after_record(
+        &self,
+        ends: Ends,
+        recorded: Vec<Result<Task, StoreError>>,
+    ) -> Result<Vec<RunReport>, StoreError> {
+        let Ends { reports, after } = ends;
         // Ends and what follows them come back in the order the recorded runs were pushed.
-        let mut ends = ends.into_iter().zip(after);
+        let mut ends = recorded.into_iter().zip(after);
         let mut out = Vec::with_capacity(reports.len());
         for (mut report, recorded) in reports {
             let Some((end, (found, push_error))) = recorded.then(|| ends.next()).flatten() else {
@@ -1046,6 +1037,84 @@ impl<S: Store + 'static> Engine<S> {
                 }
             }
         }
+    }
+}
+
+/// The runs of a record, as the record's reports and what follows each recorded end: the tasks
+/// its run found, and why pushing them failed, if it did.
+struct Ends {
+    /// Each run's report, and whether its end is among the finishes.
+    reports: Vec<(RunReport, bool)>,
+    /// For each finish, in order: the tasks found and the push error.
+    after: Vec<(Vec<daicho_core::Item>, Option<String>)>,
+}
+
+impl Ends {
+    /// The reports and finishes of `done` by `worker` at `now`.
+    fn of(
+        done: Vec<Performed>,
+        worker: &str,
+        now: Timestamp,
+        policy: daicho_core::policy::FailurePolicy,
+    ) -> (Ends, Vec<Finish>) {
+        let mut reports = Vec::with_capacity(done.len());
+        let mut finishes = Vec::with_capacity(done.len());
+        let mut after = Vec::with_capacity(done.len());
+        for performed in done {
+            let Performed { ctx, action, on_success, outcome } = performed;
+            let mut report = RunReport {
+                id: ctx.task.id,
+                title: ctx.task.title.clone(),
+                action,
+                attempt: ctx.task.attempt,
+                result: RunResult::LeaseLost,
+                status: None,
+                error: None,
+                pushed: None,
+                push_error: None,
+            };
+            let (end, found, push_error) = match outcome {
+                Ended::LeaseLost => {
+                    reports.push((report, false));
+                    continue;
+                }
+                Ended::Interrupted(reason) => {
+                    report.error = Some(reason.clone());
+                    (RunEnd::Interrupted { reason }, Vec::new(), None)
+                }
+                Ended::Ran(ExecOutcome::Success { result, tasks, tokens, push_error }) => (
+                    RunEnd::Success {
+                        result,
+                        status: on_success,
+                        tokens_in: tokens.map(|t| t.0),
+                        tokens_out: tokens.map(|t| t.1),
+                    },
+                    tasks,
+                    push_error,
+                ),
+                Ended::Ran(ExecOutcome::Failure { error, timeout }) => {
+                    report.error = Some(error.clone());
+                    (RunEnd::Failure { error, timeout }, Vec::new(), None)
+                }
+            };
+            report.result = match &end {
+                RunEnd::Success { .. } => RunResult::Success,
+                RunEnd::Failure { timeout: true, .. } => RunResult::Timeout,
+                RunEnd::Failure { .. } => RunResult::Failure,
+                RunEnd::Interrupted { .. } => RunResult::Interrupted,
+            };
+            finishes.push(Finish {
+                id: ctx.task.id,
+                attempt: ctx.task.attempt,
+                worker: worker.to_owned(),
+                now,
+                end,
+                policy,
+            });
+            after.push((found, push_error));
+            reports.push((report, true));
+        }
+        (Ends { reports, after }, finishes)
     }
 }
 

@@ -45,8 +45,10 @@ pub struct WorkTotals {
     pub lost_counted: usize,
     /// External tasks put in the approval queue.
     pub queued: usize,
-    /// Claim writes made (each for one or more tasks). On SQLite a claim write and the finish
-    /// write issued with it share one commit.
+    /// Claim writes made (each for one or more tasks), not counting a one-slot claim written
+    /// with run ends by one call of the store (`Store::finish_and_claim_next`: one commit, counted
+    /// as the finish write). On SQLite a claim write and the finish write issued with it also
+    /// share one commit.
     pub claim_commits: usize,
     /// Finish writes made (each for one or more runs).
     pub finish_commits: usize,
@@ -229,31 +231,47 @@ impl<S: Store + 'static> Engine<S> {
             // workers that read the same head at once each get a different row (I5); on a first
             // look, the store reads and claims together (`claim_next`).
             let mut requested = requests.len().min(free);
-            // The runs that ended and the next claims go to the ledger together: on SQLite they
-            // share one commit (the group commit takes writes that arrive together), so one slot
-            // costs one commit per task, not two. Each claim is still committed before its run
-            // starts (S1); the ends are recorded whatever the claims meet, and the other way round.
+            // The runs that ended and the next claims go to the ledger together, in one commit
+            // (SQLite's group commit takes writes that arrive together; PostgreSQL gets both in
+            // one transaction, `Store::finish_and_claim_next`), so one slot costs one commit per
+            // task, not two. Each claim is still committed before its run starts (S1); the ends
+            // are recorded whatever the claims meet, and the other way round.
             let recording = !ended.is_empty();
-            let record = async { if recording { Some(self.record(ended.clone()).await) } else { None } };
-            let claim = async {
-                if let Some((scope, pick)) = next.take() {
+            let as_next = |next: Result<Option<NextClaim>, StoreError>| {
+                next.map(|next| match next {
+                    Some(NextClaim { tried, outcome }) => (tried, vec![outcome]),
+                    None => (Vec::new(), Vec::new()),
+                })
+            };
+            // Whether the ends and the claim were written by one call (one commit, counted once).
+            let shared = recording && next.is_some();
+            let (recorded, claims) = match next.take() {
+                Some((scope, pick)) => {
                     let window = self.look_per_slot() + failed_here.len();
-                    let next =
-                        self.store.claim_next(self.now(), scope, window, crate::SWEEP_SCAN, pick).await;
-                    return Some(next.map(|next| match next {
-                        Some(NextClaim { tried, outcome }) => (tried, vec![outcome]),
-                        None => (Vec::new(), Vec::new()),
-                    }));
+                    let (recorded, next) =
+                        self.record_and_claim_next(ended.clone(), scope, window, pick).await;
+                    (recorded, Some(as_next(next)))
                 }
-                match requests.len() {
-                    0 => None,
-                    _ if free == 1 => Some(
-                        self.store.claim_first(requests.clone()).await.map(|o| (requests.clone(), vec![o])),
-                    ),
-                    _ => Some(self.store.claim_many(requests.clone()).await.map(|o| (requests.clone(), o))),
+                None => {
+                    let record =
+                        async { if recording { Some(self.record(ended.clone()).await) } else { None } };
+                    let claim = async {
+                        match requests.len() {
+                            0 => None,
+                            _ if free == 1 => Some(
+                                self.store
+                                    .claim_first(requests.clone())
+                                    .await
+                                    .map(|o| (requests.clone(), vec![o])),
+                            ),
+                            _ => Some(
+                                self.store.claim_many(requests.clone()).await.map(|o| (requests.clone(), o)),
+                            ),
+                        }
+                    };
+                    tokio::join!(record, claim)
                 }
             };
-            let (recorded, claims) = tokio::join!(record, claim);
             let mut retry = Ok(());
             match recorded {
                 Some(Ok(reports)) => {
@@ -276,7 +294,7 @@ impl<S: Store + 'static> Engine<S> {
                 Some(Ok((tried, outcomes))) => {
                     requested = tried.len().min(free);
                     requests = tried;
-                    totals.claim_commits += usize::from(!outcomes.is_empty());
+                    totals.claim_commits += usize::from(!outcomes.is_empty() && !shared);
                     for outcome in outcomes {
                         let task = match outcome {
                             ClaimOutcome::Claimed(task) => task,

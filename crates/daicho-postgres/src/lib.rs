@@ -26,8 +26,8 @@ use daicho_store::codec::{self, READY_ORDER};
 use daicho_store::writes::{self, JournalWrite, RowWrite};
 use daicho_store::{
     ActionStats, Batch, ClaimOutcome, ClaimRequest, Decided, Decision, Finish, JournalEntry, JournalKind,
-    ListFilter, PurgeReport, Queued, ReadySet, RestoreReport, Result, RunOutcome, RunRecord, StatusCount,
-    Store, StoreError, UnknownDeps, UpsertReport,
+    ListFilter, NextClaim, Pick, PurgeReport, Queued, ReadySet, RestoreReport, Result, RunOutcome, RunRecord,
+    StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
 };
 use deadpool_postgres::{Pool, Transaction};
 use jiff::Timestamp;
@@ -461,6 +461,33 @@ impl Store for PgStore {
         in_tx!(self, |tx| runs::finish_many_in(&tx, &finishes).await?)
     }
 
+    async fn finish_and_claim_next(
+        &self,
+        finishes: Vec<Finish>,
+        now: Timestamp,
+        scope: ClaimScope,
+        window: usize,
+        limit: usize,
+        pick: Pick,
+    ) -> (Result<Vec<Result<Task>>>, Result<Option<NextClaim>>) {
+        // One transaction, one commit: the ends first (under the shared write lock), then the
+        // head, read after them, and the claim from it.
+        let both = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(backend)?;
+            let both =
+                runs::finish_and_claim_next_in(&tx, &finishes, now, &scope, window, limit, pick).await?;
+            tx.commit().await.map_err(backend)?;
+            Ok::<_, StoreError>(both)
+        };
+        match both.await {
+            Ok((ends, next)) => (Ok(ends), Ok(next)),
+            // The ends do not wait on the claim: recorded on their own, the claim's error kept.
+            Err(e) if finishes.is_empty() => (Ok(Vec::new()), Err(e)),
+            Err(e) => (self.finish_many(finishes).await, Err(e)),
+        }
+    }
+
     async fn heartbeat(&self, id: TaskId, attempt: u32, worker: &str, until: Timestamp) -> Result<()> {
         let worker = worker.to_owned();
         in_tx!(self, |tx| {
@@ -845,9 +872,12 @@ async fn advisory(tx: &Transaction<'_>, sql: &str) -> Result<()> {
     Ok(())
 }
 
+/// The statement of [`notify_ready`].
+pub(crate) const NOTIFY: &str = "SELECT pg_notify($1, '')";
+
 /// Announces (at commit) that work may have become ready.
 async fn notify_ready(tx: &Transaction<'_>) -> Result<()> {
-    let stmt = tx.prepare_cached("SELECT pg_notify($1, '')").await.map_err(backend)?;
+    let stmt = tx.prepare_cached(NOTIFY).await.map_err(backend)?;
     tx.execute(&stmt, &[&READY_CHANNEL]).await.map_err(backend)?;
     Ok(())
 }

@@ -291,6 +291,12 @@ async fn insert_deps(tx: &Transaction<'_>, id: TaskId, deps: &[TaskId]) -> Resul
     Ok(())
 }
 
+/// The statement of [`JournalRows::insert`].
+pub(crate) const JOURNAL_INSERT: &str = "INSERT INTO journal (at, task, task_id, actor, kind, before, after) \
+     SELECT at, task, task_id, actor, kind, before, after \
+     FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[]) \
+     WITH ORDINALITY AS j(at, task, task_id, actor, kind, before, after, n) ORDER BY n";
+
 /// Journal entries, column by column, inserted in order with one statement.
 #[derive(Default)]
 pub(crate) struct JournalRows {
@@ -328,15 +334,7 @@ impl JournalRows {
         if self.nums.is_empty() {
             return Ok(());
         }
-        let stmt = tx
-            .prepare_cached(
-                "INSERT INTO journal (at, task, task_id, actor, kind, before, after) \
-                 SELECT at, task, task_id, actor, kind, before, after \
-                 FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[]) \
-                 WITH ORDINALITY AS j(at, task, task_id, actor, kind, before, after, n) ORDER BY n",
-            )
-            .await
-            .map_err(backend)?;
+        let stmt = tx.prepare_cached(JOURNAL_INSERT).await.map_err(backend)?;
         tx.execute(
             &stmt,
             &[&self.at, &self.nums, &self.ids, &self.actors, &self.kinds, &self.before, &self.after],

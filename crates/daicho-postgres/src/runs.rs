@@ -3,12 +3,13 @@
 
 use std::collections::HashMap;
 
+use daicho_core::policy::ClaimScope;
 use daicho_core::policy::{FailurePolicy, idempotency_key};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::codec::ready_where;
 use daicho_store::ends::EndPlan;
 use daicho_store::writes::JournalWrite;
-use daicho_store::{ClaimOutcome, ClaimRequest, Finish, JournalKind, Result, StoreError};
+use daicho_store::{ClaimOutcome, ClaimRequest, Finish, JournalKind, NextClaim, Pick, Result, StoreError};
 use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 
@@ -102,6 +103,50 @@ pub(crate) async fn claim_in(
         .collect())
 }
 
+/// [`daicho_store::Store::finish_and_claim_next`] inside `tx`: the run ends, then the head that
+/// `scope` admits, read in this transaction after them (so the rows they released are in it;
+/// pipelined behind their writes), widened while `pick` asks for none of it; then the first of
+/// `pick`'s requests that is claimable.
+pub(crate) async fn finish_and_claim_next_in(
+    tx: &Transaction<'_>,
+    finishes: &[Finish],
+    now: Timestamp,
+    scope: &ClaimScope,
+    window: usize,
+    limit: usize,
+    mut pick: Pick,
+) -> Result<(Vec<Result<Task>>, Option<NextClaim>)> {
+    let head = tx
+        .prepare_cached(&daicho_store::codec::ready_head_sql("$1", "$2", Some(scope)))
+        .await
+        .map_err(backend)?;
+    let read = |window: usize| {
+        let head = &head;
+        async move {
+            let rows = tx.query(head, &[&micros(now), &(window as i64)]).await.map_err(backend)?;
+            rows.iter().map(read_task).collect::<Result<Vec<Task>>>()
+        }
+    };
+    let mut window = NextClaim::first_window(window, limit);
+    let (ends, mut tasks) = match finishes.is_empty() {
+        true => (Vec::new(), read(window).await?),
+        false => finish_many_then(tx, finishes, read(window)).await?,
+    };
+    loop {
+        let tried = pick(&tasks);
+        if !tried.is_empty() {
+            let outcome =
+                claim_in(tx, &tried, Take::First).await?.pop().unwrap_or(ClaimOutcome::NotClaimable);
+            return Ok((ends, Some(NextClaim { tried, outcome })));
+        }
+        let Some(wider) = NextClaim::wider_window(window, tasks.len(), limit) else {
+            return Ok((ends, None));
+        };
+        window = wider;
+        tasks = read(window).await?;
+    }
+}
+
 /// The claim statement. `All`: each request's row by its primary key (a lateral join, whatever
 /// the planner's statistics say about how many rows are pending), each locked if free. `First`:
 /// the candidates in the requests' order, locked one by one until one is free and still
@@ -144,6 +189,15 @@ fn claim_sql(take: Take) -> String {
 /// (status `running`, same attempt, same lease owner) and the accepted ones are written with one
 /// statement per table, whatever their number. A stale end gets its own `LeaseLost`.
 pub(crate) async fn finish_many_in(tx: &Transaction<'_>, finishes: &[Finish]) -> Result<Vec<Result<Task>>> {
+    Ok(finish_many_then(tx, finishes, async { Ok(()) }).await?.0)
+}
+
+/// [`finish_many_in`], with `then` pipelined behind the ends' writes ([`Ends::write_then`]).
+pub(crate) async fn finish_many_then<T>(
+    tx: &Transaction<'_>,
+    finishes: &[Finish],
+    then: impl Future<Output = Result<T>>,
+) -> Result<(Vec<Result<Task>>, T)> {
     let mut nums: Vec<i64> = finishes.iter().map(|f| f.id.num() as i64).collect();
     nums.sort_unstable();
     nums.dedup();
@@ -169,8 +223,8 @@ pub(crate) async fn finish_many_in(tx: &Transaction<'_>, finishes: &[Finish]) ->
         current.insert(after.id, after.clone());
         out.push(Ok(after));
     }
-    ends.write(tx).await?;
-    Ok(out)
+    let then = ends.write_then(tx, then).await?;
+    Ok((out, then))
 }
 
 /// Counts every lost run (S4): each `running` row whose lease expired by `now` (or that has none)
@@ -267,19 +321,31 @@ impl Ends {
     /// tokio-postgres; a finished row is never a dependent of another in the same batch, since it
     /// was claimed with no unmet deps).
     async fn write(&self, tx: &Transaction<'_>) -> Result<()> {
+        self.write_then(tx, async { Ok(()) }).await
+    }
+
+    /// [`Ends::write`], with `then` pipelined behind the writes: sent after them on the same
+    /// connection (its first poll comes last), so it runs after them and sees what they wrote,
+    /// without a round trip of its own.
+    async fn write_then<T>(&self, tx: &Transaction<'_>, then: impl Future<Output = Result<T>>) -> Result<T> {
         if self.nums.is_empty() {
-            return Ok(());
+            return then.await;
+        }
+        // Every statement prepared first (from the connection's cache, after its first use), so
+        // that each is sent on its first poll below, in this order, and `then` after them all:
+        // a statement still being prepared would be sent after `then`.
+        for sql in [
+            END_ROWS,
+            END_DEPENDENTS,
+            END_RUNS,
+            crate::rows::JOURNAL_INSERT,
+            crate::NOTIFY,
+            END_NOTIFY_IF_READY,
+        ] {
+            tx.prepare_cached(sql).await.map_err(backend)?;
         }
         let rows = async {
-            let stmt = tx
-                .prepare_cached(
-                    "UPDATE task SET status = e.status, result = e.result, failures = e.failures, \
-                     lease_owner = NULL, lease_expires_at = NULL, updated_at = e.at \
-                     FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::INT[], $5::BIGINT[]) \
-                     AS e(enum, status, result, failures, at) WHERE num = e.enum",
-                )
-                .await
-                .map_err(backend)?;
+            let stmt = tx.prepare_cached(END_ROWS).await.map_err(backend)?;
             tx.execute(&stmt, &[&self.nums, &self.statuses, &self.results, &self.failures, &self.at])
                 .await
                 .map_err(backend)
@@ -291,25 +357,11 @@ impl Ends {
             // Under the write lock (shared): the dependents are pending with unmet deps, which no
             // claim touches; two run ends releasing the same dependent meet on its row lock, and
             // each subtracts its own count from what the other left.
-            let stmt = tx
-                .prepare_cached(
-                    "UPDATE task SET unmet_deps = unmet_deps - d.c FROM (SELECT task AS dnum, count(*)::INT AS c \
-                     FROM task_dep WHERE dep = ANY($1) GROUP BY task) AS d WHERE num = d.dnum",
-                )
-                .await
-                .map_err(backend)?;
+            let stmt = tx.prepare_cached(END_DEPENDENTS).await.map_err(backend)?;
             tx.execute(&stmt, &[&self.unblocking]).await.map_err(backend)
         };
         let runs = async {
-            let stmt = tx
-                .prepare_cached(
-                    "UPDATE run SET finished = e.at, outcome = e.outcome, error = e.error, tokens_in = e.tin, \
-                     tokens_out = e.tout \
-                     FROM unnest($1::BIGINT[], $2::INT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::BIGINT[]) \
-                     AS e(enum, eattempt, at, outcome, error, tin, tout) WHERE task = e.enum AND attempt = e.eattempt",
-                )
-                .await
-                .map_err(backend)?;
+            let stmt = tx.prepare_cached(END_RUNS).await.map_err(backend)?;
             tx.execute(
                 &stmt,
                 &[
@@ -339,19 +391,34 @@ impl Ends {
             }
             // Run after the dependents' update (pipelined in order): a notice only when one of
             // them is ready now.
-            let stmt = tx
-                .prepare_cached(
-                    "SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM task_dep d JOIN task t ON t.num = d.task \
-                     WHERE d.dep = ANY($2) AND t.status = 'pending' AND t.unmet_deps = 0)",
-                )
-                .await
-                .map_err(backend)?;
+            let stmt = tx.prepare_cached(END_NOTIFY_IF_READY).await.map_err(backend)?;
             tx.execute(&stmt, &[&crate::READY_CHANNEL, &self.unblocking]).await.map_err(backend).map(|_| ())
         };
-        tokio::try_join!(rows, dependents, runs, self.journal.insert(tx), notify)?;
-        Ok(())
+        let (_, _, _, (), (), out) =
+            tokio::try_join!(rows, dependents, runs, self.journal.insert(tx), notify, then)?;
+        Ok(out)
     }
 }
+
+/// A run end's row: its status, result, failures; the lease cleared.
+const END_ROWS: &str = "UPDATE task SET status = e.status, result = e.result, failures = e.failures, \
+     lease_owner = NULL, lease_expires_at = NULL, updated_at = e.at \
+     FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::INT[], $5::BIGINT[]) \
+     AS e(enum, status, result, failures, at) WHERE num = e.enum";
+
+/// The dependents a run end released: one unmet dep fewer for each.
+const END_DEPENDENTS: &str = "UPDATE task SET unmet_deps = unmet_deps - d.c FROM (SELECT task AS dnum, count(*)::INT AS c \
+     FROM task_dep WHERE dep = ANY($1) GROUP BY task) AS d WHERE num = d.dnum";
+
+/// A run end's run record.
+const END_RUNS: &str = "UPDATE run SET finished = e.at, outcome = e.outcome, error = e.error, tokens_in = e.tin, \
+     tokens_out = e.tout \
+     FROM unnest($1::BIGINT[], $2::INT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::BIGINT[]) \
+     AS e(enum, eattempt, at, outcome, error, tin, tout) WHERE task = e.enum AND attempt = e.eattempt";
+
+/// A notice, when one of the dependents released is ready now.
+const END_NOTIFY_IF_READY: &str = "SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM task_dep d JOIN task t ON t.num = d.task \
+     WHERE d.dep = ANY($2) AND t.status = 'pending' AND t.unmet_deps = 0)";
 
 /// New run records, column by column.
 #[derive(Default)]

@@ -58,6 +58,7 @@ macro_rules! store_contract_tests {
             s1_concurrent_claims_of_one_row_give_it_once,
             i5_claims_of_the_same_head_take_different_rows_in_one_write_each,
             i5_claim_next_claims_the_first_row_its_pick_takes_in_run_order,
+            i5_a_workers_turn_records_its_ends_then_claims_the_row_they_released,
             i5_a_claim_and_a_run_end_return_the_row_as_stored,
             i5_run_ends_side_by_side_keep_a_shared_dependents_count_exact,
             s3_three_failures_park_the_row,
@@ -1147,6 +1148,60 @@ async fn futures_join<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
     })
     .await;
     out.into_iter().map(|o| o.expect("every future finished")).collect()
+}
+
+/// I5, S1: a worker's turn (`finish_and_claim_next`) records its run ends first and then claims
+/// from the head as it is after them: the row a finished run released is claimed in the same
+/// turn. A stale end gets its own `LeaseLost` and keeps neither the other end nor the claim from
+/// being written; with nothing to record, the call is a claim.
+pub async fn i5_a_workers_turn_records_its_ends_then_claims_the_row_they_released<B: Backend>(backend: &B) {
+    use crate::Pick;
+    use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
+
+    let store = backend.open().await;
+    let mut items =
+        vec![with_id("a", "T-0001", &[]), with_id("b", "T-0002", &["T-0001"]), with_id("c", "T-0003", &[])];
+    for it in &mut items {
+        it.action = "act".into();
+        it.tags = daicho_core::Tags::parse_list("ai");
+    }
+    items[2].deps = vec!["T-0002".into()];
+    store.upsert(batch(items)).await.expect("upsert");
+    let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
+    let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
+    let every = |worker: &'static str| -> Pick {
+        Box::new(move |head: &[Task]| head.iter().map(|t| claim_request(t.id, worker, t0())).collect())
+    };
+    let a = claimed(&store, claim_request(id("T-0001"), "w", t0())).await;
+    // The end of a (and a stale end of it besides) and the next claim, in one turn: b, which
+    // waited for a, is claimed.
+    let stale = Finish { attempt: a.attempt + 1, ..finish(&a, "w", success(Status::Done)) };
+    let ends = vec![stale, finish(&a, "w", success(Status::Done))];
+    let (ends, next) = store.finish_and_claim_next(ends, t0(), scope.clone(), 8, 100, every("w")).await;
+    let ends = ends.expect("the ends are recorded");
+    assert!(matches!(ends[0], Err(StoreError::LeaseLost { .. })), "{:?}", ends[0]);
+    assert_eq!(ends[1].as_ref().expect("recorded").status, Status::Done);
+    let b = match next.expect("the claim").map(|n| n.outcome) {
+        Some(ClaimOutcome::Claimed(task)) => *task,
+        other => panic!("b, released by a's end, is claimed in the same turn: {other:?}"),
+    };
+    assert_eq!((b.id, b.status, b.attempt), (id("T-0002"), Status::Running, 1));
+    assert_eq!(store.runs(b.id).await.expect("runs").len(), 1, "its run is recorded");
+    // b fails: back to pending, and the claim of the same turn sees it ready again (not to
+    // claim a run that just failed here is the worker's rule, in its pick); c still waits.
+    let (ends, next) = store
+        .finish_and_claim_next(vec![finish(&b, "w", failure("no"))], t0(), scope.clone(), 8, 100, every("w"))
+        .await;
+    assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Pending);
+    match next.expect("the claim").map(|n| n.outcome) {
+        Some(ClaimOutcome::Claimed(task)) => assert_eq!(task.id, id("T-0002"), "b failed: pending again"),
+        other => panic!("b is ready again: {other:?}"),
+    }
+    let mark = store.change_mark().await.expect("mark");
+    let (ends, next) = store.finish_and_claim_next(Vec::new(), t0(), scope, 8, 100, every("w")).await;
+    assert!(ends.expect("nothing to record").is_empty());
+    assert!(next.expect("the look").is_none(), "nothing ready");
+    assert_eq!(store.change_mark().await.expect("mark"), mark, "nothing was written");
 }
 
 /// S3: a failure counts, puts the row back to pending and stops; the third parks it.

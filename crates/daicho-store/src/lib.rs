@@ -786,6 +786,30 @@ pub trait Store: Send + Sync {
     /// stale one gets its own [`StoreError::LeaseLost`] and writes nothing; the others commit.
     fn finish_many(&self, finishes: Vec<Finish>) -> impl Future<Output = Result<Vec<Result<Task>>>> + Send;
 
+    /// A worker's turn (I5): records `finishes` as [`Store::finish_many`] does and then makes
+    /// the next claim as [`Store::claim_next`] does, so that one slot costs one commit per task.
+    /// Each part has its own result: the ends are recorded whatever the claim meets, and the
+    /// other way round.
+    ///
+    /// The default runs the two side by side (SQLite's group commit puts them in one commit).
+    /// PostgreSQL runs both in one transaction, the ends first (so the claim may take a row they
+    /// released); should that transaction fail, the ends are recorded on their own.
+    fn finish_and_claim_next(
+        &self,
+        finishes: Vec<Finish>,
+        now: Timestamp,
+        scope: ClaimScope,
+        window: usize,
+        limit: usize,
+        pick: Pick,
+    ) -> impl Future<Output = (Result<Vec<Result<Task>>>, Result<Option<NextClaim>>)> + Send {
+        async move {
+            let record =
+                async { if finishes.is_empty() { Ok(Vec::new()) } else { self.finish_many(finishes).await } };
+            join(record, self.claim_next(now, scope, window, limit, pick)).await
+        }
+    }
+
     /// Extends the lease of a running claim to `until`.
     ///
     /// # Errors
@@ -938,6 +962,31 @@ pub trait Store: Send + Sync {
     }
 }
 
+/// Runs two futures side by side until both are done (the store has no async runtime of its
+/// own to join them with).
+async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    let (mut first, mut second) = (None, None);
+    std::future::poll_fn(|cx| {
+        if first.is_none()
+            && let std::task::Poll::Ready(out) = a.as_mut().poll(cx)
+        {
+            first = Some(out);
+        }
+        if second.is_none()
+            && let std::task::Poll::Ready(out) = b.as_mut().poll(cx)
+        {
+            second = Some(out);
+        }
+        match (first.is_some(), second.is_some()) {
+            (true, true) => std::task::Poll::Ready(()),
+            _ => std::task::Poll::Pending,
+        }
+    })
+    .await;
+    (first.expect("polled to the end"), second.expect("polled to the end"))
+}
+
 #[doc(hidden)]
 pub mod __deps {
     pub use daicho_core;
@@ -986,6 +1035,17 @@ macro_rules! delegate_store {
             ) -> $crate::Result<Option<$crate::NextClaim>>;
             finish_many(finishes: Vec<$crate::Finish>)
                 -> $crate::Result<Vec<$crate::Result<$crate::__deps::daicho_core::Task>>>;
+            finish_and_claim_next(
+                finishes: Vec<$crate::Finish>,
+                now: $crate::__deps::jiff::Timestamp,
+                scope: $crate::__deps::daicho_core::policy::ClaimScope,
+                window: usize,
+                limit: usize,
+                pick: $crate::Pick
+            ) -> (
+                $crate::Result<Vec<$crate::Result<$crate::__deps::daicho_core::Task>>>,
+                $crate::Result<Option<$crate::NextClaim>>
+            );
             heartbeat(
                 id: $crate::__deps::daicho_core::TaskId,
                 attempt: u32,
