@@ -221,15 +221,15 @@ impl<S: Store + 'static> Engine<S> {
                 // point of this worker's own, so that workers stop racing for the same head.
                 let spread = (contended > 0).then(|| spread_seed(&self.worker, looks));
                 looks += 1;
-                if free == 1 && spread.is_none() {
-                    next = store!(self.next_pick(&failed_here).await);
+                if free == 1 {
+                    next = store!(self.next_pick(&failed_here, spread).await);
                 } else {
                     requests = store!(self.plan_claims(free, &failed_here, spread).await);
                 }
             }
             // One free slot takes the first free row of several candidates in one claim, so
-            // workers that read the same head at once each get a different row (I5); on a first
-            // look, the store reads and claims together (`claim_next`).
+            // workers that read the same head at once each get a different row (I5); the store
+            // reads and claims together (`claim_next`).
             let mut requested = requests.len().min(free);
             // The runs that ended and the next claims go to the ledger together, in one commit
             // (SQLite's group commit takes writes that arrive together; PostgreSQL gets both in
@@ -376,15 +376,17 @@ impl<S: Store + 'static> Engine<S> {
         }
     }
 
-    /// What one free slot claims on a first look, for [`Store::claim_next`]: the rows this
-    /// worker may run and [`Engine::candidates`] of them, decided where the store reads them (on
-    /// SQLite in the claim's own transaction, so the head costs no round trip of its own).
-    /// `None` when this worker may run nothing at all.
+    /// What one free slot claims, for [`Store::claim_next`]: the rows this worker may run and
+    /// [`Engine::candidates`] of them (from `spread`'s point, after claims lost to other
+    /// workers), decided where the store reads them (on SQLite in the claim's own transaction,
+    /// so the head costs no round trip of its own), so that the claim goes with the run ends in
+    /// one commit however the look is made. `None` when this worker may run nothing at all.
     async fn next_pick(
         self: &Arc<Self>,
         failed_here: &HashMap<TaskId, Instant>,
+        spread: Option<u64>,
     ) -> Result<Option<(ClaimScope, Pick)>, StoreError> {
-        let Some((scope, plan)) = self.claim_plan(1, failed_here, None).await? else { return Ok(None) };
+        let Some((scope, plan)) = self.claim_plan(1, failed_here, spread).await? else { return Ok(None) };
         let engine = Arc::clone(self);
         Ok(Some((scope, Box::new(move |tasks: &[Task]| engine.candidates(tasks, &plan)))))
     }
