@@ -3,8 +3,7 @@
 
 use std::collections::HashMap;
 
-use daicho_core::policy::ClaimScope;
-use daicho_core::policy::{FailurePolicy, idempotency_key};
+use daicho_core::policy::{ClaimScope, FailurePolicy, idempotency_key};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::codec::ready_where;
 use daicho_store::ends::EndPlan;
