@@ -19,11 +19,16 @@ use crate::task::{Status, Tags};
 /// name. `deps` are such references too. `line` is the item's line in its file, for errors.
 /// `file` and `line` say where the item stands, for errors. The fields `run`, `result`, `run_at`, `correction` and `failures` are only used when the item
 /// creates a new row (an import of an exported ledger); a patch never carries them (M4).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Its serde form (every field optional, `file` left out) is how a run's found tasks wait in
+/// the run-end spool until they are pushed (X2, S14).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Item {
     /// The id as written in the source (`T-500`, `t1`), if any.
     pub ref_id: Option<String>,
     /// The file the item came from, if any (errors name it).
+    #[serde(skip)]
     pub file: Option<std::sync::Arc<str>>,
     /// The 1-based line of the item in its file, if it came from one.
     pub line: Option<usize>,

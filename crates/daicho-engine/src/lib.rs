@@ -385,8 +385,9 @@ impl<S: Store + 'static> Engine<S> {
         self.clock.now()
     }
 
-    /// Keeps every run's end in `spool` on this machine until the ledger has recorded it, and
-    /// records what an earlier process left there before anything else (S14).
+    /// Keeps every run's end in `spool` on this machine until the ledger has recorded it and
+    /// the tasks its run found are pushed, and records what an earlier process left there before
+    /// anything else (S14, X2).
     pub fn with_spool(mut self, spool: spool::Spool) -> Engine<S> {
         self.spool = Some(spool);
         self
@@ -394,8 +395,9 @@ impl<S: Store + 'static> Engine<S> {
 
     /// Records the run ends an earlier daicho on this machine left in the spool — those whose
     /// worker process is gone — each fenced by its attempt and worker; drops those no longer
-    /// current. Returns how many were recorded. Found tasks of a recovered run are not pushed:
-    /// only its end is spooled.
+    /// current. The tasks a run found are pushed with its end, and also when the ledger already
+    /// holds that end (its worker died between the record and the push; X2). Returns how many
+    /// ends were recorded.
     ///
     /// # Errors
     ///
@@ -413,12 +415,21 @@ impl<S: Store + 'static> Engine<S> {
             if !owner_is_gone(&spooled.worker) {
                 continue;
             }
-            let end = match spooled.end.clone() {
-                spool::SpooledOutcome::Success { result, status, tokens_in, tokens_out } => {
-                    RunEnd::Success { result, status, tokens_in, tokens_out }
+            let (end, mut found, push_error) = match spooled.end.clone() {
+                spool::SpooledOutcome::Success {
+                    result,
+                    status,
+                    tokens_in,
+                    tokens_out,
+                    found,
+                    push_error,
+                } => (RunEnd::Success { result, status, tokens_in, tokens_out }, found, push_error),
+                spool::SpooledOutcome::Failure { error, timeout } => {
+                    (RunEnd::Failure { error, timeout }, Vec::new(), None)
                 }
-                spool::SpooledOutcome::Failure { error, timeout } => RunEnd::Failure { error, timeout },
-                spool::SpooledOutcome::Interrupted { reason } => RunEnd::Interrupted { reason },
+                spool::SpooledOutcome::Interrupted { reason } => {
+                    (RunEnd::Interrupted { reason }, Vec::new(), None)
+                }
             };
             let finish = Finish {
                 id,
@@ -428,22 +439,49 @@ impl<S: Store + 'static> Engine<S> {
                 end,
                 policy: self.config.policy.failures,
             };
+            let attempt = spooled.attempt;
             match self.store.finish(finish).await {
                 Ok(row) => {
                     recovered += 1;
                     tracing::warn!(
-                        task = %id, attempt = spooled.attempt, status = %row.status,
+                        task = %id, attempt, status = %row.status,
                         "recorded a run that ended before its worker {} could record it", spooled.worker
                     );
+                    if let Some(error) = push_error {
+                        self.store.note_run(id, attempt, format!("found tasks not pushed: {error}")).await?;
+                    }
+                }
+                // Its worker recorded this end and died before it pushed what the run found
+                // (X2): pushed now. Any other end no longer current is dropped, found tasks too.
+                Err(StoreError::LeaseLost { .. })
+                    if !found.is_empty() && self.holds_end(id, &spooled).await? =>
+                {
+                    tracing::warn!(task = %id, attempt, "pushing the tasks a recorded run found before its worker died");
                 }
                 Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => {
-                    tracing::info!(task = %id, attempt = spooled.attempt, "spooled end no longer current: dropped");
+                    tracing::info!(task = %id, attempt, "spooled end no longer current: dropped");
+                    found.clear();
                 }
                 Err(e) => return Err(e),
             }
-            spool.remove(id, spooled.attempt);
+            // Kept in the spool until what the run found is pushed (an upsert: twice adds nothing).
+            if let (_, Some(error)) = self.push_found(&spooled.action, id, attempt, found).await? {
+                tracing::warn!(task = %id, attempt, "found tasks not pushed: {error}");
+            }
+            spool.remove(id, attempt);
         }
         Ok(recovered)
+    }
+
+    /// Whether the ledger holds `spooled`'s successful end as recorded: the row's last attempt
+    /// is the spooled one and it ended with the spooled status.
+    async fn holds_end(&self, id: TaskId, spooled: &spool::SpooledEnd) -> Result<bool, StoreError> {
+        let spool::SpooledOutcome::Success { status, .. } = &spooled.end else { return Ok(false) };
+        Ok(self
+            .store
+            .get(id)
+            .await?
+            .is_some_and(|row| row.attempt == spooled.attempt && row.status == *status))
     }
 
     /// Writes a run's end to the spool (when there is one) before it is recorded.
@@ -452,12 +490,16 @@ impl<S: Store + 'static> Engine<S> {
         let end = match &performed.outcome {
             Ended::LeaseLost => return,
             Ended::Interrupted(reason) => spool::SpooledOutcome::Interrupted { reason: reason.clone() },
-            Ended::Ran(ExecOutcome::Success { result, tokens, .. }) => spool::SpooledOutcome::Success {
-                result: result.clone(),
-                status: performed.on_success,
-                tokens_in: tokens.map(|t| t.0),
-                tokens_out: tokens.map(|t| t.1),
-            },
+            Ended::Ran(ExecOutcome::Success { result, tokens, tasks, push_error }) => {
+                spool::SpooledOutcome::Success {
+                    result: result.clone(),
+                    status: performed.on_success,
+                    tokens_in: tokens.map(|t| t.0),
+                    tokens_out: tokens.map(|t| t.1),
+                    found: tasks.clone(),
+                    push_error: push_error.clone(),
+                }
+            }
             Ended::Ran(ExecOutcome::Failure { error, timeout }) => {
                 spool::SpooledOutcome::Failure { error: error.clone(), timeout: *timeout }
             }
@@ -971,30 +1013,48 @@ impl<S: Store + 'static> Engine<S> {
                 out.push(report);
                 continue;
             };
-            // Recorded, or no longer current: the spooled copy of the end has done its job.
-            if let Some(spool) = &self.spool
-                && matches!(end, Ok(_) | Err(StoreError::LeaseLost { .. }))
-            {
-                spool.remove(report.id, report.attempt);
-            }
+            let (id, attempt) = (report.id, report.attempt);
             match end {
                 Ok(row) => report.status = Some(row.status),
                 Err(StoreError::LeaseLost { .. }) => {
+                    // No longer current: the spooled copy of the end has done its job.
+                    if let Some(spool) = &self.spool {
+                        spool.remove(id, attempt);
+                    }
                     report.result = RunResult::LeaseLost;
                     out.push(report);
                     continue;
                 }
                 Err(e) => return Err(e),
             }
-            let (id, attempt) = (report.id, report.attempt);
             tracing::info!(task = %id, attempt, result = ?report.result, status = ?report.status, "run ends");
-            if let Some(error) = push_error {
-                report.push_error = Some(error.clone());
-                self.store.note_run(id, attempt, format!("found tasks not pushed: {error}")).await?;
+            // The end is recorded whatever follows: a store fault from here on fails no report.
+            // The spooled copy stays until the found tasks are pushed, so that a daicho that
+            // dies first, or a push the store refused for now, leaves them to the next daicho
+            // on this machine (X2, S14).
+            let pushed = async {
+                if let Some(error) = &push_error {
+                    self.store.note_run(id, attempt, format!("found tasks not pushed: {error}")).await?;
+                }
+                self.push_found(&report.action, id, attempt, found).await
+            };
+            match pushed.await {
+                Ok((pushed, error)) => {
+                    if let Some(spool) = &self.spool {
+                        spool.remove(id, attempt);
+                    }
+                    report.pushed = pushed;
+                    report.push_error = error.or(push_error);
+                }
+                Err(e) => {
+                    let kept = match self.spool {
+                        Some(_) => "; kept in the spool, the next daicho on this machine pushes them",
+                        None => "",
+                    };
+                    tracing::warn!(task = %id, attempt, "found tasks not pushed: {e}{kept}");
+                    report.push_error = Some(format!("{e}{kept}"));
+                }
             }
-            let (pushed, error) = self.push_found(&report.action, id, attempt, found).await?;
-            report.pushed = pushed;
-            report.push_error = error.or(report.push_error);
             out.push(report);
         }
         Ok(out)

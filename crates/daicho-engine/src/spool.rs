@@ -12,11 +12,16 @@
 //! every finish is (same attempt, same worker). A run that finished is recorded, not counted as
 //! lost and re-run. Ends whose attempt is no longer current (its lease expired and was counted,
 //! or it was recorded after all) are dropped.
+//!
+//! A successful end carries the tasks its run found (X2), and its file is removed only once
+//! they are pushed, not when the end is recorded: a daicho that dies between the two leaves the
+//! push to the next, which makes it when the ledger holds this very end (the same attempt, ended
+//! with the spooled status). A push is an upsert, so one made twice adds nothing twice.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use daicho_core::{Status, TaskId};
+use daicho_core::{Item, Status, TaskId};
 use serde::{Deserialize, Serialize};
 
 /// How long a finish may take to commit before the spooled ends it records are synced to disk.
@@ -51,6 +56,13 @@ pub enum SpooledOutcome {
         tokens_in: Option<u64>,
         /// Completion tokens.
         tokens_out: Option<u64>,
+        /// The tasks the run found, to be pushed once the end is recorded (X2). The spooled
+        /// end stays until they are: a daicho that dies in between leaves them to the next.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        found: Vec<Item>,
+        /// Why the run's found tasks could not be read, if they could not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        push_error: Option<String>,
     },
     /// It failed or timed out.
     Failure {
@@ -179,6 +191,8 @@ mod tests {
                 status: Status::Review,
                 tokens_in: Some(3),
                 tokens_out: None,
+                found: vec![Item::new("found on the way", "work")],
+                push_error: None,
             },
         };
         spool.put(TaskId::new(42), &end).expect("put");
@@ -189,5 +203,18 @@ mod tests {
         assert_eq!(bad.len(), 1);
         spool.remove(TaskId::new(42), 2);
         assert!(spool.list().0.is_empty());
+    }
+
+    /// X2, S14: an end spooled before its found tasks were kept (no `found`) still reads back.
+    #[test]
+    fn x2_an_end_spooled_without_found_tasks_reads_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spool = Spool::new(dir.path());
+        let old = r#"{"task":"T-0007","attempt":1,"worker":"host:9","action":"work","end":{"outcome":"success","result":"ok","status":"done","tokens_in":null,"tokens_out":null}}"#;
+        std::fs::write(dir.path().join("T-0007-1.json"), old).expect("write");
+        let (ends, bad) = spool.list();
+        assert!(bad.is_empty(), "{bad:?}");
+        let SpooledOutcome::Success { found, push_error, .. } = &ends[0].end else { panic!("{ends:?}") };
+        assert!(found.is_empty() && push_error.is_none());
     }
 }

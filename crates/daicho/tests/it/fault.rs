@@ -18,7 +18,11 @@ echo $$ > "$LOG.$DAICHO_TASK_ID.$DAICHO_ATTEMPT.pid"
 setsid sh -c 'echo $$ > "$LOG.$DAICHO_TASK_ID.$DAICHO_ATTEMPT.escaped"; sleep 40; echo "escaped-end $DAICHO_TASK_ID" >> "$LOG"' > /dev/null 2>&1 < /dev/null &
 sleep "${WORK:-30}"
 echo "end $DAICHO_TASK_ID $DAICHO_ATTEMPT" >> "$LOG"
-echo "result of $DAICHO_TASK_ID"
+if [ -n "$FOUND" ]; then
+  printf '{"result": "result of %s", "tasks": [{"title": "%s"}]}\n' "$DAICHO_TASK_ID" "$FOUND"
+else
+  echo "result of $DAICHO_TASK_ID"
+fi
 "#;
 
 fn config(ledger: &Ledger, lease: &str, timeout: &str) {
@@ -306,15 +310,15 @@ fn s14_a_worker_waits_out_a_sqlite_lock_held_past_the_busy_timeout() {
     assert_eq!((count(&lines, "start "), count(&lines, "end ")), (12, 12), "each ran once: {lines:?}");
 }
 
-/// S14, D3: a run that finished but whose end its daicho could not record (the ledger locked,
+/// S14, D3, X2: a run that finished but whose end its daicho could not record (the ledger locked,
 /// then the process killed) is recorded by the next daicho on this machine from the spool —
-/// not counted as lost, not run again.
+/// not counted as lost, not run again — and the task it found is pushed with it.
 #[test]
 fn s14_a_finished_but_unrecorded_run_is_recorded_not_rerun() {
     let ledger = Ledger::new();
     config(&ledger, "10m", "60s");
     ledger.run(&["add", "short work", "--action", "work", "--tag", "ai"]).ok();
-    let run = spawn(&ledger, &["run", "T-0001"], &[("WORK", "1")]);
+    let run = spawn(&ledger, &["run", "T-0001"], &[("WORK", "1"), ("FOUND", "found on the way")]);
     pid_of(&ledger, "T-0001.1.pid");
     let mut holder = hold_lock(&ledger, None);
     wait_for("the run to end", Duration::from_secs(10), || count(&ledger.log_lines(), "end T-0001 1") == 1);
@@ -341,6 +345,8 @@ fn s14_a_finished_but_unrecorded_run_is_recorded_not_rerun() {
     );
     assert_eq!(count(&ledger.log_lines(), "start T-0001"), 1);
     assert!(std::fs::read_dir(&spool).is_ok_and(|d| d.flatten().count() == 0), "the spool is emptied");
+    let found: Vec<_> = ledger.tasks().into_iter().filter(|t| t.title == "found on the way").collect();
+    assert_eq!(found.len(), 1, "what the run found is pushed once: {found:?}");
 }
 
 /// S14: even when the supervisor itself is SIGKILLed with daicho (nothing left to clean up), the

@@ -1,0 +1,151 @@
+//! The run-end spool on a real SQLite ledger (S14, X2): what a run found outlives the daicho
+//! that ran it, whether it died before recording the run's end or between that and the push.
+
+use std::sync::Arc;
+
+use daicho_core::{Actor, Item, Status, Tags};
+use daicho_engine::remote::{ClaimFilter, NextClaim};
+use daicho_engine::spool::{Spool, SpooledEnd, SpooledOutcome};
+use daicho_engine::{Config, Engine};
+use daicho_sqlite::{SqliteOptions, SqliteStore};
+use daicho_store::{Batch, Finish, ListFilter, RunEnd, Store, UnknownDeps};
+
+const CONFIG: &str = r#"
+[[action]]
+name = "work"
+kind = "command"
+command = ["true"]
+auto = true
+on_success = "done"
+"#;
+
+fn config() -> Config {
+    Config::parse(CONFIG, "t.toml").expect("config")
+}
+
+/// A worker name of this machine whose process is gone.
+fn dead_worker() -> String {
+    let mut child = std::process::Command::new("true").spawn().expect("spawn true");
+    let pid = child.id();
+    child.wait().expect("wait");
+    format!("{}:{pid}", daicho_engine::host_name())
+}
+
+/// A ledger with one task claimed by a worker that has died; its engine and spool.
+async fn claimed_by_the_dead(
+    dir: &tempfile::TempDir,
+) -> (Arc<SqliteStore>, Arc<Engine<SqliteStore>>, Spool, String, daicho_core::Task) {
+    let store = Arc::new(
+        SqliteStore::open(dir.path().join("ledger.db"), SqliteOptions::default()).await.expect("open"),
+    );
+    let mut item = Item::new("survey the code", "test");
+    item.action = "work".into();
+    item.tags = Tags::parse_list("ai");
+    let batch = Batch {
+        items: vec![item].into(),
+        actor: Actor::System,
+        now: jiff::Timestamp::now(),
+        file: "test".into(),
+        unknown_deps: UnknownDeps::Refuse,
+    };
+    store.upsert(batch).await.expect("upsert");
+    let spool = Spool::new(dir.path().join("spool"));
+    let engine = Arc::new(Engine::new(Arc::clone(&store), config(), None).with_spool(spool.clone()));
+    let worker = dead_worker();
+    let filter = ClaimFilter { worker: worker.clone(), project: None, action: None };
+    let NextClaim::Claimed(claim) = engine.claim_next(&filter).await.expect("claim") else {
+        panic!("the task is claimed")
+    };
+    (store, engine, spool, worker, claim.task)
+}
+
+/// The end its run had, with one found task, as the dead worker spooled it.
+fn spooled(task: &daicho_core::Task, worker: &str) -> SpooledEnd {
+    SpooledEnd {
+        task: task.id.to_string(),
+        attempt: task.attempt,
+        worker: worker.to_owned(),
+        action: "work".into(),
+        end: SpooledOutcome::Success {
+            result: "surveyed".into(),
+            status: Status::Done,
+            tokens_in: None,
+            tokens_out: None,
+            found: vec![Item::new("fix the parser found on the way", "work")],
+            push_error: None,
+        },
+    }
+}
+
+async fn titles(store: &SqliteStore) -> Vec<String> {
+    let mut titles: Vec<String> =
+        store.list(ListFilter::default()).await.expect("list").into_iter().map(|t| t.title).collect();
+    titles.sort();
+    titles
+}
+
+/// S14, X2: a run that ended, was spooled and never recorded (its daicho died) is recorded by
+/// the next daicho, and the tasks it found are pushed with it.
+#[tokio::test]
+async fn x2_s14_a_recovered_end_pushes_what_its_run_found() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, engine, spool, worker, task) = claimed_by_the_dead(&dir).await;
+    spool.put(task.id, &spooled(&task, &worker)).expect("spool");
+
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 1);
+    let row = store.get(task.id).await.expect("get").expect("row");
+    assert_eq!((row.status, row.result.as_str()), (Status::Done, "surveyed"));
+    assert_eq!(titles(&store).await, ["fix the parser found on the way", "survey the code"]);
+    assert!(spool.list().0.is_empty(), "the spool is emptied once the push is made");
+}
+
+/// X2, S14: a daicho that recorded a run's end and died before pushing what the run found
+/// leaves the push to the next daicho on the machine, which makes it once.
+#[tokio::test]
+async fn x2_s14_found_tasks_of_a_recorded_end_are_pushed_after_their_worker_died() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, engine, spool, worker, task) = claimed_by_the_dead(&dir).await;
+    spool.put(task.id, &spooled(&task, &worker)).expect("spool");
+    // The dead worker recorded the end; the push never came.
+    let finish = Finish {
+        id: task.id,
+        attempt: task.attempt,
+        worker: worker.clone(),
+        now: jiff::Timestamp::now(),
+        end: RunEnd::Success {
+            result: "surveyed".into(),
+            status: Status::Done,
+            tokens_in: None,
+            tokens_out: None,
+        },
+        policy: config().policy.failures,
+    };
+    store.finish(finish).await.expect("recorded by its worker");
+    assert_eq!(titles(&store).await, ["survey the code"]);
+
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 0, "the end was recorded already");
+    assert_eq!(titles(&store).await, ["fix the parser found on the way", "survey the code"]);
+    assert!(spool.list().0.is_empty());
+    // A second copy of the same end (a push made twice) adds nothing twice.
+    spool.put(task.id, &spooled(&task, &worker)).expect("spool again");
+    engine.recover_spooled().await.expect("recover again");
+    assert_eq!(titles(&store).await, ["fix the parser found on the way", "survey the code"]);
+}
+
+/// S14: an end no longer current (the row was given to a person since) is dropped with what its
+/// run found: the ledger does not hold that run's end, so it pushes nothing for it.
+#[tokio::test]
+async fn s14_a_stale_spooled_end_pushes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, engine, spool, worker, task) = claimed_by_the_dead(&dir).await;
+    spool.put(task.id, &spooled(&task, &worker)).expect("spool");
+    // The lease was counted lost, and the task parked for a person meanwhile.
+    let policy = config().policy.failures;
+    let later = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(48);
+    store.expire_leases(later, policy).await.expect("expire");
+    assert_ne!(store.get(task.id).await.expect("get").expect("row").status, Status::Running);
+
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 0);
+    assert_eq!(titles(&store).await, ["survey the code"], "nothing pushed for a stale end");
+    assert!(spool.list().0.is_empty(), "the stale end is dropped");
+}
