@@ -9,7 +9,9 @@ use std::sync::Arc;
 use daicho_core::format::ItemDefaults;
 use daicho_core::policy::{ClaimScope, Gate, correction_for_run, idempotency_key};
 use daicho_core::{Actor, Item, Status, Task, TaskId};
-use daicho_store::{Batch, ClaimOutcome, Finish, Pick, RunEnd, Store, StoreError, UnknownDeps};
+use daicho_store::{
+    Batch, ClaimOutcome, Finish, Pick, RunEnd, RunOutcome, RunRecord, Store, StoreError, UnknownDeps,
+};
 use jiff::Timestamp;
 
 use crate::Engine;
@@ -202,10 +204,16 @@ impl<S: Store + 'static> Engine<S> {
     /// the found tasks pushed in a transaction of their own (X2: a refused push never undoes
     /// the run's end; it is noted on the run).
     ///
+    /// The same report sent again — its answer was lost on the way, or the push met a store
+    /// fault after the end was recorded — is answered as the first was, and its found tasks
+    /// are pushed again (an upsert: what is there already is not added twice), so a worker that
+    /// retries after a blip neither hears "lost" for work the ledger holds nor loses what it
+    /// found (S14, X2).
+    ///
     /// # Errors
     ///
     /// [`StoreError::LeaseLost`] when this attempt is no longer the current run (a late or
-    /// stale report): nothing is written.
+    /// stale report) and the ledger does not hold this very report: nothing is written.
     pub async fn complete_remote(
         &self,
         id: TaskId,
@@ -215,15 +223,25 @@ impl<S: Store + 'static> Engine<S> {
         found: Option<serde_json::Value>,
         tokens: Option<(u64, u64)>,
     ) -> Result<RemoteEnd, StoreError> {
-        let action = self.run_action(id, attempt).await?;
-        let status = self.config.action(&action).map_or(Status::Review, |a| a.spec.on_success.status());
-        let end = RunEnd::Success {
-            result,
-            status,
-            tokens_in: tokens.map(|t| t.0),
-            tokens_out: tokens.map(|t| t.1),
+        let task = match self.run_action(id, attempt).await {
+            Ok(action) => {
+                let status =
+                    self.config.action(&action).map_or(Status::Review, |a| a.spec.on_success.status());
+                let end = RunEnd::Success {
+                    result,
+                    status,
+                    tokens_in: tokens.map(|t| t.0),
+                    tokens_out: tokens.map(|t| t.1),
+                };
+                (self.finish_remote(id, attempt, worker, end).await?, action)
+            }
+            Err(StoreError::LeaseLost { .. }) => {
+                let same = |row: &Task, _: &RunRecord| row.result == result;
+                self.recorded_run(id, attempt, worker, RunOutcome::Success, same).await?
+            }
+            Err(e) => return Err(e),
         };
-        let task = self.finish_remote(id, attempt, worker, end).await?;
+        let (task, action) = task;
         // Found tasks are read as a command executor's are: the action is their source, the
         // task's project their project; unreadable ones never undo the run's end (X2).
         let (items, read_error) = match found {
@@ -257,7 +275,43 @@ impl<S: Store + 'static> Engine<S> {
         worker: &str,
         error: String,
     ) -> Result<Task, StoreError> {
-        self.finish_remote(id, attempt, worker, RunEnd::Failure { error, timeout: false }).await
+        match self
+            .finish_remote(id, attempt, worker, RunEnd::Failure { error: error.clone(), timeout: false })
+            .await
+        {
+            // The same report again (its answer was lost): answered as the first was.
+            Err(StoreError::LeaseLost { .. }) => {
+                let same = |_: &Task, run: &RunRecord| run.error == error;
+                Ok(self.recorded_run(id, attempt, worker, RunOutcome::Failure, same).await?.0)
+            }
+            other => other,
+        }
+    }
+
+    /// The row and action of a remote run whose end the ledger holds as `outcome`, reported by
+    /// `worker` for `attempt` (no claim since) and the `same` as a report made again;
+    /// [`StoreError::LeaseLost`] otherwise.
+    async fn recorded_run(
+        &self,
+        id: TaskId,
+        attempt: u32,
+        worker: &str,
+        outcome: RunOutcome,
+        same: impl Fn(&Task, &RunRecord) -> bool,
+    ) -> Result<(Task, String), StoreError> {
+        let (row, runs) = tokio::try_join!(self.store.get(id), self.store.runs(id))?;
+        let run = runs.into_iter().find(|r| r.attempt == attempt);
+        match (row, run) {
+            (Some(row), Some(run))
+                if row.attempt == attempt
+                    && run.worker == worker
+                    && run.outcome == outcome
+                    && same(&row, &run) =>
+            {
+                Ok((row, run.action))
+            }
+            _ => Err(StoreError::LeaseLost { id, attempt }),
+        }
     }
 
     async fn finish_remote(

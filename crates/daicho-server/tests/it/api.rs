@@ -75,6 +75,55 @@ async fn i3_a_remote_worker_claims_heartbeats_and_completes_over_http() {
     assert_eq!(next["task"]["id"], ids[1].to_string(), "{next}");
 }
 
+/// S14, X2: a remote worker that sends its report again (the answer was lost in a blip) is
+/// answered as the first time: the run's end is not recorded twice, a failure is not counted
+/// twice, and the tasks it found are in the ledger once. Another report for that attempt (other
+/// words, another worker, another outcome) is still refused.
+#[tokio::test]
+async fn s14_x2_a_report_sent_again_is_answered_as_the_first() {
+    let server = TestServer::start(ServerOptions::default()).await;
+    let ids =
+        server.push(vec![item("first", "PJ-01", "work", "ai"), item("second", "PJ-01", "work", "ai")]).await;
+    let (_, claim) = post(&server, "/api/v1/claim", json!({ "worker": "box-7:12" })).await;
+    assert_eq!(claim["task"]["id"], ids[0].to_string(), "{claim}");
+    let path = format!("/api/v1/tasks/{}/complete", ids[0]);
+    let body = json!({
+        "worker": "box-7:12", "attempt": 1, "result": "written remotely",
+        "tasks": [{ "title": "found while working" }]
+    });
+    let (status, first) = post(&server, &path, body.clone()).await;
+    assert_eq!((status, first["pushed"]["added"].as_u64()), (200, Some(1)), "{first}");
+    let (status, again) = post(&server, &path, body).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["task"], first["task"], "answered as the first time");
+    let rows = server.store.list(daicho_store::ListFilter::default()).await.expect("list");
+    assert_eq!(rows.iter().filter(|t| t.title == "found while working").count(), 1, "found once");
+    assert_eq!(server.store.runs(ids[0]).await.expect("runs").len(), 1, "one run, ended once");
+    for (body, why) in [
+        (json!({ "worker": "box-7:12", "attempt": 1, "result": "other words" }), "another result"),
+        (json!({ "worker": "intruder", "attempt": 1, "result": "written remotely" }), "another worker"),
+    ] {
+        let (status, refused) = post(&server, &path, body).await;
+        assert_eq!(status, 409, "{why}: {refused}");
+    }
+    let fail = json!({ "worker": "box-7:12", "attempt": 1, "error": "broke" });
+    let (status, _) = post(&server, &format!("/api/v1/tasks/{}/fail", ids[0]), fail).await;
+    assert_eq!(status, 409, "a failure of a run that succeeded");
+
+    let (_, claim) = post(&server, "/api/v1/claim", json!({ "worker": "box-7:12" })).await;
+    assert_eq!(claim["task"]["id"], ids[1].to_string(), "{claim}");
+    let path = format!("/api/v1/tasks/{}/fail", ids[1]);
+    let body = json!({ "worker": "box-7:12", "attempt": 1, "error": "broke" });
+    let (status, first) = post(&server, &path, body.clone()).await;
+    assert_eq!((status, first["task"]["failures"].as_u64()), (200, Some(1)), "{first}");
+    let (status, again) = post(&server, &path, body).await;
+    assert_eq!((status, again["task"]["failures"].as_u64()), (200, Some(1)), "counted once: {again}");
+    let other = json!({ "worker": "box-7:12", "attempt": 1, "error": "another error" });
+    assert_eq!(post(&server, &path, other).await.0, 409);
+    let done = json!({ "worker": "box-7:12", "attempt": 1, "result": "after all" });
+    assert_eq!(post(&server, &format!("/api/v1/tasks/{}/complete", ids[1]), done).await.0, 409);
+}
+
 #[tokio::test]
 async fn i3_s1_a_late_complete_with_an_old_attempt_is_refused() {
     let server = TestServer::start(ServerOptions::default()).await;
