@@ -223,7 +223,7 @@ impl<S: Store + 'static> Engine<S> {
         found: Option<serde_json::Value>,
         tokens: Option<(u64, u64)>,
     ) -> Result<RemoteEnd, StoreError> {
-        let task = match self.run_action(id, attempt).await {
+        let (task, action) = match self.run_action(id, attempt).await {
             Ok(action) => {
                 let status =
                     self.config.action(&action).map_or(Status::Review, |a| a.spec.on_success.status());
@@ -241,7 +241,6 @@ impl<S: Store + 'static> Engine<S> {
             }
             Err(e) => return Err(e),
         };
-        let (task, action) = task;
         // Found tasks are read as a command executor's are: the action is their source, the
         // task's project their project; unreadable ones never undo the run's end (X2).
         let (items, read_error) = match found {
@@ -288,8 +287,8 @@ impl<S: Store + 'static> Engine<S> {
         }
     }
 
-    /// The row and action of a remote run whose end the ledger holds as `outcome`, reported by
-    /// `worker` for `attempt` (no claim since) and the `same` as a report made again;
+    /// The row and action of a remote run whose end the ledger holds as `outcome`: reported by
+    /// `worker` for `attempt` (no claim since), and `same` as the report made again;
     /// [`StoreError::LeaseLost`] otherwise.
     async fn recorded_run(
         &self,
