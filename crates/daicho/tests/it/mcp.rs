@@ -119,7 +119,21 @@ async fn i4_an_agent_claims_heartbeats_completes_and_pushes_over_mcp() {
     assert!(!error, "{done}");
     assert_eq!(done["status"], "review");
     assert_eq!(done["pushed"]["added"], 1);
-    // A second report of the same claim is refused (fenced).
+    // The same report again (its answer lost on the way: S14, X2) is answered as the first,
+    // and what it found is not added twice.
+    let (replayed, error) = call(
+        &client,
+        "complete",
+        json!({ "id": "T-0001", "attempt": 1, "result": "parser in src/parse.rs",
+                "tasks": [{ "title": "Document the parser" }] }),
+    )
+    .await;
+    assert!(!error, "{replayed}");
+    assert_eq!(
+        (replayed["status"].as_str(), replayed["pushed"]["added"].as_u64()),
+        (Some("review"), Some(0))
+    );
+    // Another report of the same claim is refused (fenced).
     let (again, error) =
         call(&client, "complete", json!({ "id": "T-0001", "attempt": 1, "result": "x" })).await;
     assert!(error, "{again}");
@@ -147,6 +161,7 @@ async fn i4_an_agent_claims_heartbeats_completes_and_pushes_over_mcp() {
     assert!(
         titles.contains(&"Document the parser".to_owned()) && titles.contains(&"Flaky test in CI".to_owned())
     );
+    assert_eq!(titles.iter().filter(|t| *t == "Document the parser").count(), 1, "{titles:?}");
 }
 
 /// I4, S2, S5, S8: an agent can neither approve nor run an external task, never gets a heavy
