@@ -396,8 +396,8 @@ impl<S: Store + 'static> Engine<S> {
     /// Records the run ends an earlier daicho on this machine left in the spool — those whose
     /// worker process is gone — each fenced by its attempt and worker; drops those no longer
     /// current. The tasks a run found are pushed with its end, and also when the ledger already
-    /// holds that end (its worker died between the record and the push; X2). Returns how many
-    /// ends were recorded.
+    /// holds that end (its worker died between the record and the push, or, for this engine's
+    /// own ends, the push met a store fault; X2). Returns how many ends were recorded.
     ///
     /// # Errors
     ///
@@ -411,7 +411,19 @@ impl<S: Store + 'static> Engine<S> {
         let mut recovered = 0;
         for spooled in ends {
             let Some(id) = spooled.id() else { continue };
-            // A worker that is still alive records its own ends (with their found tasks).
+            // A worker that is still alive records its own ends (with their found tasks). This
+            // engine's own ends are left to its record, except found tasks whose push met a
+            // store fault after the end was recorded: pushed now.
+            if spooled.worker == self.worker {
+                if let spool::SpooledOutcome::Success { found, .. } = &spooled.end
+                    && !found.is_empty()
+                    && self.holds_end(id, &spooled).await?
+                {
+                    self.push_found(&spooled.action, id, spooled.attempt, found.clone()).await?;
+                    spool.remove(id, spooled.attempt);
+                }
+                continue;
+            }
             if !owner_is_gone(&spooled.worker) {
                 continue;
             }
@@ -1030,8 +1042,8 @@ impl<S: Store + 'static> Engine<S> {
             tracing::info!(task = %id, attempt, result = ?report.result, status = ?report.status, "run ends");
             // The end is recorded whatever follows: a store fault from here on fails no report.
             // The spooled copy stays until the found tasks are pushed, so that a daicho that
-            // dies first, or a push the store refused for now, leaves them to the next daicho
-            // on this machine (X2, S14).
+            // dies first leaves them to the next daicho on this machine, and a push the store
+            // refused for now is made on this worker's next look at the spool (X2, S14).
             let pushed = async {
                 if let Some(error) = &push_error {
                     self.store.note_run(id, attempt, format!("found tasks not pushed: {error}")).await?;
@@ -1048,7 +1060,7 @@ impl<S: Store + 'static> Engine<S> {
                 }
                 Err(e) => {
                     let kept = match self.spool {
-                        Some(_) => "; kept in the spool, the next daicho on this machine pushes them",
+                        Some(_) => "; kept in the spool and pushed on a later look at it",
                         None => "",
                     };
                     tracing::warn!(task = %id, attempt, "found tasks not pushed: {e}{kept}");

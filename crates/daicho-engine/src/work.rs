@@ -207,6 +207,10 @@ impl<S: Store + 'static> Engine<S> {
                 // comes on the next turn, once they are recorded.
                 let due = last_upkeep.is_none_or(|at| at.elapsed() >= options.poll.max(UPKEEP_EVERY));
                 if due && (backoff.is_zero() || ended.is_empty()) {
+                    // What a daicho that died meanwhile left in the spool is recorded before its
+                    // lease can run out and count the finished work lost (S14); and found tasks
+                    // of this worker's ends whose push met a store fault are pushed (X2).
+                    totals.recovered += store!(self.recover_spooled().await);
                     let lost = store!(self.count_lost_runs(self.now()).await);
                     totals.lost_counted += lost.len();
                     let to_queue = store!(self.awaiting_approval(self.now(), None).await);

@@ -149,3 +149,72 @@ async fn s14_a_stale_spooled_end_pushes_nothing() {
     assert_eq!(titles(&store).await, ["survey the code"], "nothing pushed for a stale end");
     assert!(spool.list().0.is_empty(), "the stale end is dropped");
 }
+
+/// X2: this engine's own end whose found tasks met a store fault after the end was recorded is
+/// pushed by its next look at the spool; an own end not yet recorded is left to its record.
+#[tokio::test]
+async fn x2_a_workers_own_recorded_end_gets_its_push_and_an_unrecorded_one_is_left_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _, spool, worker, task) = claimed_by_the_dead(&dir).await;
+    // The engine of the worker that claimed it, alive.
+    let engine =
+        Engine::new(Arc::clone(&store), config(), None).with_spool(spool.clone()).with_worker(&worker);
+    spool.put(task.id, &spooled(&task, &worker)).expect("spool");
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 0);
+    assert_eq!(
+        store.get(task.id).await.expect("get").expect("row").status,
+        Status::Running,
+        "left to its record"
+    );
+    assert_eq!(spool.list().0.len(), 1, "kept until its record");
+    assert_eq!(titles(&store).await, ["survey the code"]);
+
+    let finish = Finish {
+        id: task.id,
+        attempt: task.attempt,
+        worker: worker.clone(),
+        now: jiff::Timestamp::now(),
+        end: RunEnd::Success {
+            result: "surveyed".into(),
+            status: Status::Done,
+            tokens_in: None,
+            tokens_out: None,
+        },
+        policy: config().policy.failures,
+    };
+    store.finish(finish).await.expect("recorded; the push then met a fault");
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 0);
+    assert_eq!(titles(&store).await, ["fix the parser found on the way", "survey the code"]);
+    assert!(spool.list().0.is_empty());
+}
+
+/// S14: a worker that is running looks at the spool on its upkeep, not only when it starts:
+/// an end another daicho left there meanwhile (it died) is recorded, with what its run found,
+/// long before that run's lease could run out and count the finished work lost.
+#[tokio::test]
+async fn s14_a_running_worker_records_an_end_left_in_the_spool_meanwhile() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _, spool, dead, task) = claimed_by_the_dead(&dir).await;
+    let engine = Arc::new(Engine::new(Arc::clone(&store), config(), None).with_spool(spool.clone()));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let options =
+        daicho_engine::WorkOptions { slots: 1, poll: std::time::Duration::from_millis(50), once: false };
+    let worker = tokio::spawn({
+        let engine = Arc::clone(&engine);
+        async move {
+            let runner = |_, _| async { panic!("nothing is ready to run") };
+            engine.work_with(options, async { stopped.await.unwrap_or(()) }, runner).await
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    spool.put(task.id, &spooled(&task, &dead)).expect("spooled by a daicho that then died");
+    let started = std::time::Instant::now();
+    while store.get(task.id).await.expect("get").expect("row").status != Status::Done {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the end was not recorded");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(titles(&store).await, ["fix the parser found on the way", "survey the code"]);
+    stop.send(()).expect("stop");
+    let totals = worker.await.expect("joined").expect("work");
+    assert_eq!(totals.recovered, 1);
+}
