@@ -406,7 +406,9 @@ impl<S: Store + 'static> Engine<S> {
         let Some(spool) = &self.spool else { return Ok(0) };
         let (ends, bad) = spool.list();
         for path in bad {
-            tracing::warn!("unreadable run end in the spool, left for a person: {path}");
+            // Set aside (`.bad`), so that a worker's upkeep says it once, not every second.
+            let kept = spool.set_aside(&path);
+            tracing::warn!("unreadable run end in the spool, left for a person: {kept}");
         }
         let mut recovered = 0;
         for spooled in ends {

@@ -153,6 +153,16 @@ impl Spool {
         let _ = std::fs::remove_file(self.path(task, attempt));
     }
 
+    /// Renames an unreadable spool file to `….bad`, where [`Spool::list`] no longer reads it and
+    /// a person can; returns the name it has now.
+    pub fn set_aside(&self, path: &str) -> String {
+        let bad = format!("{path}.bad");
+        match std::fs::rename(path, &bad) {
+            Ok(()) => bad,
+            Err(_) => path.to_owned(),
+        }
+    }
+
     /// Every spooled end, with the files that cannot be read (named, so they can be looked at).
     pub fn list(&self) -> (Vec<SpooledEnd>, Vec<String>) {
         let mut ends = Vec::new();
@@ -201,6 +211,9 @@ mod tests {
         let (ends, bad) = spool.list();
         assert_eq!(ends, [end]);
         assert_eq!(bad.len(), 1);
+        let kept = spool.set_aside(&bad[0]);
+        assert!(kept.ends_with("garbage.json.bad") && std::path::Path::new(&kept).exists(), "{kept}");
+        assert!(spool.list().1.is_empty(), "set aside, it is not read again");
         spool.remove(TaskId::new(42), 2);
         assert!(spool.list().0.is_empty());
     }
