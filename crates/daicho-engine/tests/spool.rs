@@ -77,6 +77,25 @@ fn spooled(task: &daicho_core::Task, worker: &str) -> SpooledEnd {
     }
 }
 
+/// Records the spooled end in the ledger, as its worker's own record does.
+async fn record(store: &SqliteStore, task: &daicho_core::Task, worker: &str) {
+    let end = RunEnd::Success {
+        result: "surveyed".into(),
+        status: Status::Done,
+        tokens_in: None,
+        tokens_out: None,
+    };
+    let finish = Finish {
+        id: task.id,
+        attempt: task.attempt,
+        worker: worker.to_owned(),
+        now: jiff::Timestamp::now(),
+        end,
+        policy: config().policy.failures,
+    };
+    store.finish(finish).await.expect("recorded by its worker");
+}
+
 async fn titles(store: &SqliteStore) -> Vec<String> {
     let mut titles: Vec<String> =
         store.list(ListFilter::default()).await.expect("list").into_iter().map(|t| t.title).collect();
@@ -107,20 +126,7 @@ async fn x2_s14_found_tasks_of_a_recorded_end_are_pushed_after_their_worker_died
     let (store, engine, spool, worker, task) = claimed_by_the_dead(&dir).await;
     spool.put(task.id, &spooled(&task, &worker)).expect("spool");
     // The dead worker recorded the end; the push never came.
-    let finish = Finish {
-        id: task.id,
-        attempt: task.attempt,
-        worker: worker.clone(),
-        now: jiff::Timestamp::now(),
-        end: RunEnd::Success {
-            result: "surveyed".into(),
-            status: Status::Done,
-            tokens_in: None,
-            tokens_out: None,
-        },
-        policy: config().policy.failures,
-    };
-    store.finish(finish).await.expect("recorded by its worker");
+    record(&store, &task, &worker).await;
     assert_eq!(titles(&store).await, ["survey the code"]);
 
     assert_eq!(engine.recover_spooled().await.expect("recover"), 0, "the end was recorded already");
@@ -169,20 +175,7 @@ async fn x2_a_workers_own_recorded_end_gets_its_push_and_an_unrecorded_one_is_le
     assert_eq!(spool.list().0.len(), 1, "kept until its record");
     assert_eq!(titles(&store).await, ["survey the code"]);
 
-    let finish = Finish {
-        id: task.id,
-        attempt: task.attempt,
-        worker: worker.clone(),
-        now: jiff::Timestamp::now(),
-        end: RunEnd::Success {
-            result: "surveyed".into(),
-            status: Status::Done,
-            tokens_in: None,
-            tokens_out: None,
-        },
-        policy: config().policy.failures,
-    };
-    store.finish(finish).await.expect("recorded; the push then met a fault");
+    record(&store, &task, &worker).await; // then the push met a fault
     assert_eq!(engine.recover_spooled().await.expect("recover"), 0);
     assert_eq!(titles(&store).await, ["fix the parser found on the way", "survey the code"]);
     assert!(spool.list().0.is_empty());
