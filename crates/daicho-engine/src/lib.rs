@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use daicho_core::policy::{ActionSpec, ClaimScope, Gate, Hold, Mode, decide};
 use daicho_core::{Status, Task, TaskId};
-use daicho_store::{ClaimOutcome, ClaimRequest, Finish, RunEnd, Store, StoreError};
+use daicho_store::{ClaimOutcome, ClaimRequest, Finish, RunEnd, RunOutcome, RunRecord, Store, StoreError};
 use jiff::Timestamp;
 
 pub use config::{
@@ -487,15 +487,16 @@ impl<S: Store + 'static> Engine<S> {
         Ok(recovered)
     }
 
-    /// Whether the ledger holds `spooled`'s successful end as recorded: the row's last attempt
-    /// is the spooled one and it ended with the spooled status.
+    /// Whether the ledger holds `spooled`'s successful end as recorded ([`Engine::recorded_run`]:
+    /// the same attempt, worker and outcome, no claim since), the row at the spooled status.
     async fn holds_end(&self, id: TaskId, spooled: &spool::SpooledEnd) -> Result<bool, StoreError> {
         let spool::SpooledOutcome::Success { status, .. } = &spooled.end else { return Ok(false) };
-        Ok(self
-            .store
-            .get(id)
-            .await?
-            .is_some_and(|row| row.attempt == spooled.attempt && row.status == *status))
+        let same = |row: &Task, _: &RunRecord| row.status == *status;
+        match self.recorded_run(id, spooled.attempt, &spooled.worker, RunOutcome::Success, same).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::LeaseLost { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Writes a run's end to the spool (when there is one) before it is recorded.

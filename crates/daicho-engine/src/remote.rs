@@ -290,7 +290,7 @@ impl<S: Store + 'static> Engine<S> {
     /// The row and action of a remote run whose end the ledger holds as `outcome`: reported by
     /// `worker` for `attempt` (no claim since), and `same` as the report made again;
     /// [`StoreError::LeaseLost`] otherwise.
-    async fn recorded_run(
+    pub(crate) async fn recorded_run(
         &self,
         id: TaskId,
         attempt: u32,
