@@ -38,6 +38,9 @@ pub struct RunContext {
     /// the run itself (S14: a frozen daicho cannot fence its run; the supervisor does, before
     /// the lease can expire). `None`: no such limit (a run under no lease).
     pub alive_within: Option<Duration>,
+    /// Where the run's supervisor keeps the run's own account of its end, for a daicho that
+    /// dies before it spools the end itself ([`crate::spool`]). `None`: none is kept.
+    pub record_to: Option<runner::RecordTo>,
 }
 
 impl RunContext {
@@ -49,6 +52,7 @@ impl RunContext {
             action: action.to_owned(),
             task,
             alive_within: None,
+            record_to: None,
         }
     }
 }
@@ -174,6 +178,7 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
         timeout,
         stdout_cap: READ_CAP,
         stderr_cap: OUTPUT_CAP,
+        record_to: ctx.record_to.clone(),
     };
     let ended = match runner::run(spec).await {
         Ok(ended) => ended,
@@ -182,8 +187,16 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
         }
         Err(e) => return failure(e.to_string()),
     };
+    outcome_of(&ended, ctx)
+}
+
+/// How a command run ended, from its exit status and output: exit 0 is success, its stdout the
+/// result or `{"result": …, "tasks": […]}`; anything else a failure with stderr's last lines.
+/// The one reading of a run's end, for the run itself and for one recovered from the record its
+/// supervisor kept ([`crate::spool`]).
+pub fn outcome_of(ended: &runner::Exited, ctx: &RunContext) -> ExecOutcome {
     if !ended.status.success() {
-        return failure(ended.failure(5));
+        return ExecOutcome::Failure { error: ended.failure(5), timeout: false };
     }
     let unread = ended.stdout.cut();
     let out = String::from_utf8_lossy(&ended.stdout.kept);

@@ -305,6 +305,35 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "local".to_owned())
 }
 
+/// The spooled form of a run's end, as `worker` ran it; `None` for a run whose lease was lost
+/// (no end to record).
+fn spooled_end(performed: &Performed, worker: &str) -> Option<spool::SpooledEnd> {
+    let end = match &performed.outcome {
+        Ended::LeaseLost => return None,
+        Ended::Interrupted(reason) => spool::SpooledOutcome::Interrupted { reason: reason.clone() },
+        Ended::Ran(ExecOutcome::Success { result, tokens, tasks, push_error }) => {
+            spool::SpooledOutcome::Success {
+                result: result.clone(),
+                status: performed.on_success,
+                tokens_in: tokens.map(|t| t.0),
+                tokens_out: tokens.map(|t| t.1),
+                found: tasks.clone(),
+                push_error: push_error.clone(),
+            }
+        }
+        Ended::Ran(ExecOutcome::Failure { error, timeout }) => {
+            spool::SpooledOutcome::Failure { error: error.clone(), timeout: *timeout }
+        }
+    };
+    Some(spool::SpooledEnd {
+        task: performed.ctx.task.id.to_string(),
+        attempt: performed.ctx.task.attempt,
+        worker: worker.to_owned(),
+        action: performed.action.clone(),
+        end,
+    })
+}
+
 /// Whether a lease owner (`host:pid`) is a daicho process of this machine that is gone: its
 /// runs are lost although their leases have not expired yet (S14). Owners of other machines,
 /// remote workers and agents are not judged.
@@ -404,6 +433,7 @@ impl<S: Store + 'static> Engine<S> {
     /// A store error other than a stale end ([`StoreError::LeaseLost`], [`StoreError::NotFound`]).
     pub async fn recover_spooled(&self) -> Result<usize, StoreError> {
         let Some(spool) = &self.spool else { return Ok(0) };
+        self.spool_kept_exits(spool).await?;
         let (ends, bad) = spool.list();
         for path in bad {
             // Set aside (`.bad`), so that a worker's upkeep says it once, not every second.
@@ -499,38 +529,74 @@ impl<S: Store + 'static> Engine<S> {
         }
     }
 
-    /// Writes a run's end to the spool (when there is one) before it is recorded.
+    /// Writes a run's end to the spool (when there is one) before it is recorded; then the
+    /// account the run's supervisor kept of it is no longer needed ([`spool`]).
     async fn spool_end(&self, performed: &Performed) {
         let Some(spool) = self.spool.clone() else { return };
-        let end = match &performed.outcome {
-            Ended::LeaseLost => return,
-            Ended::Interrupted(reason) => spool::SpooledOutcome::Interrupted { reason: reason.clone() },
-            Ended::Ran(ExecOutcome::Success { result, tokens, tasks, push_error }) => {
-                spool::SpooledOutcome::Success {
-                    result: result.clone(),
-                    status: performed.on_success,
-                    tokens_in: tokens.map(|t| t.0),
-                    tokens_out: tokens.map(|t| t.1),
-                    found: tasks.clone(),
-                    push_error: push_error.clone(),
-                }
-            }
-            Ended::Ran(ExecOutcome::Failure { error, timeout }) => {
-                spool::SpooledOutcome::Failure { error: error.clone(), timeout: *timeout }
-            }
-        };
         let (id, attempt) = (performed.ctx.task.id, performed.ctx.task.attempt);
-        let spooled = spool::SpooledEnd {
-            task: id.to_string(),
-            attempt,
-            worker: self.worker.clone(),
-            action: performed.action.clone(),
-            end,
-        };
-        let written = tokio::task::spawn_blocking(move || spool.put(id, &spooled)).await;
+        // A run whose lease was lost has no end to record.
+        let spooled = spooled_end(performed, &self.worker);
+        let written = tokio::task::spawn_blocking(move || {
+            let written = spooled.map_or(Ok(()), |spooled| spool.put(id, &spooled));
+            if written.is_ok() {
+                spool.remove_run(id, attempt);
+            }
+            written
+        })
+        .await;
         if !matches!(written, Ok(Ok(()))) {
             tracing::warn!(task = %id, attempt, "the run's end could not be spooled: {written:?}");
         }
+    }
+
+    /// Spools the ends of runs whose supervisor kept how they ended ([`spool::RunExit`]) but
+    /// whose worker, a daicho of this machine, died before it spooled the end itself (S14): each
+    /// is read from that account as its worker would have read it ([`executor::outcome_of`]),
+    /// when the run is still the row's current one. A run of a living worker is left to it.
+    async fn spool_kept_exits(&self, spool: &spool::Spool) -> Result<(), StoreError> {
+        for (id, attempt, exit) in spool.run_exits() {
+            if spool.has_end(id, attempt) {
+                spool.remove_run(id, attempt);
+                continue;
+            }
+            if exit.worker == self.worker || !owner_is_gone(&exit.worker) {
+                continue;
+            }
+            let row = self.store.get(id).await?;
+            let current = row.as_ref().is_some_and(|row| {
+                row.status == Status::Running
+                    && row.attempt == attempt
+                    && row.lease.as_ref().is_some_and(|lease| lease.owner == exit.worker)
+            });
+            let action = row.as_ref().and_then(|row| self.config.action(&row.action));
+            let (true, Some(row), Some(action)) = (current, row.clone(), action) else {
+                tracing::info!(task = %id, attempt, "a kept run end no longer current: dropped");
+                spool.remove_run(id, attempt);
+                continue;
+            };
+            use std::os::unix::process::ExitStatusExt as _;
+            let exited = runner::Exited {
+                status: std::process::ExitStatus::from_raw(exit.status),
+                stdout: runner::Captured {
+                    kept: spool.run_output(id, attempt),
+                    total: usize::try_from(exit.out_bytes).unwrap_or(usize::MAX),
+                },
+                stderr: runner::Captured::default(),
+            };
+            let ctx = RunContext::new(row, &action.spec.name);
+            let performed = Performed {
+                outcome: Ended::Ran(executor::outcome_of(&exited, &ctx)),
+                action: action.spec.name.clone(),
+                on_success: action.spec.on_success.status(),
+                ctx,
+            };
+            let Some(end) = spooled_end(&performed, &exit.worker) else { continue };
+            match spool.put(id, &end) {
+                Ok(()) => spool.remove_run(id, attempt),
+                Err(e) => tracing::warn!(task = %id, attempt, "a kept run end could not be spooled: {e}"),
+            }
+        }
+        Ok(())
     }
 
     /// Records run ends whose copies are in the spool: when the ledger fails to record them, or
@@ -953,6 +1019,10 @@ impl<S: Store + 'static> Engine<S> {
         // The supervisor kills the run when this daicho is silent for a third of the lease: a
         // freeze right before a renewal leaves two thirds of it (S14).
         ctx.alive_within = Duration::try_from(self.config.policy.lease / 3).ok();
+        ctx.record_to = self.spool.as_ref().map(|spool| runner::RecordTo {
+            base: spool.run_base(ctx.task.id, ctx.task.attempt),
+            worker: self.worker.clone(),
+        });
         let (id, attempt) = (ctx.task.id, ctx.task.attempt);
         let expires = ctx.task.lease.as_ref().map_or_else(Timestamp::now, |l| l.expires_at);
         tracing::info!(task = %id, attempt, action = %action.spec.name, "run starts");

@@ -44,6 +44,19 @@ pub struct Spec<'a> {
     /// Under the supervisor: how long it waits for a sign of life from daicho on the control
     /// pipe before it kills the run ([`crate::supervise`]); daicho sends one every quarter of it.
     pub alive_within: Option<Duration>,
+    /// Where the supervisor keeps the run's own account of its end ([`crate::spool`]); only a
+    /// supervised run keeps one.
+    pub record_to: Option<RecordTo>,
+}
+
+/// Where a supervised run's supervisor writes the copy of its stdout (`BASE.out`) and how its
+/// executor ended (`BASE.exit`, a [`crate::spool::RunExit`] naming `worker`).
+#[derive(Clone, Debug)]
+pub struct RecordTo {
+    /// The path without its extension.
+    pub base: std::path::PathBuf,
+    /// The worker that holds the claim.
+    pub worker: String,
 }
 
 /// What was read of an output stream: at most the cap, and how many bytes there were in all.
@@ -142,8 +155,12 @@ pub fn supervised() -> bool {
 pub async fn run(spec: Spec<'_>) -> Result<Exited, RunError> {
     let Some((program, args)) = spec.argv.split_first() else { return Err(RunError::NoCommand) };
     let (mut command, supervised) = command_for(program, args);
-    for var in RUN_VARS {
+    for var in RUN_VARS.iter().chain(&crate::supervise::RECORD_VARS) {
         command.env_remove(var);
+    }
+    if supervised && let Some(record) = &spec.record_to {
+        let [base, worker] = crate::supervise::RECORD_VARS;
+        command.env(base, &record.base).env(worker, &record.worker);
     }
     if let Some(ledger) = crate::supervise::ledger() {
         command.env(crate::supervise::LEDGER_VAR, ledger);
@@ -318,6 +335,7 @@ mod tests {
             dir: None,
             env: Vec::new(),
             alive_within: None,
+            record_to: None,
             input: Vec::new(),
             timeout,
             stdout_cap: 1024,

@@ -101,6 +101,7 @@ async fn run(argv: &[String], dir: &Path, timeout: Duration, name: &str) -> Resu
     let fail = |reason: String| InputError::new(name, None, reason);
     let spec = runner::Spec {
         alive_within: None,
+        record_to: None,
         argv,
         dir: Some(dir),
         env: Vec::new(),

@@ -17,6 +17,16 @@
 //! they are pushed, not when the end is recorded: a daicho that dies between the two leaves the
 //! push to the next, which makes it when the ledger holds this very end (the same attempt, ended
 //! with the spooled status). A push is an upsert, so one made twice adds nothing twice.
+//!
+//! Between an executor's end and its spooled end lies the time daicho takes to read the
+//! output and write the file; a daicho killed (or frozen, then killed) in that moment would
+//! leave a finished run to be counted lost and run again. So a `command` run's supervisor
+//! ([`crate::supervise`]), which outlives daicho, keeps the run's own account beside the spool:
+//! a copy of its stdout (`T-0042-2.out`, up to [`crate::executor::READ_CAP`]) and, once the
+//! executor ended by itself and its output is all copied, how it ended (`T-0042-2.exit`, a
+//! [`RunExit`], renamed into place). daicho removes both once it has spooled the end itself;
+//! the next daicho finds them only when their worker died first, and reads the run's end from
+//! them as the worker would have ([`crate::Engine::recover_spooled`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -78,6 +88,18 @@ pub enum SpooledOutcome {
     },
 }
 
+/// How a supervised run's executor ended, written by its supervisor (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunExit {
+    /// The worker that held the claim (the daicho that started the run).
+    pub worker: String,
+    /// The executor's wait status, as the kernel gave it (exit code or signal).
+    pub status: i32,
+    /// Bytes the executor wrote on stdout (the `.out` copy keeps the first
+    /// [`crate::executor::READ_CAP`]).
+    pub out_bytes: u64,
+}
+
 impl SpooledEnd {
     /// The task id.
     pub fn id(&self) -> Option<TaskId> {
@@ -104,6 +126,55 @@ impl Spool {
 
     fn path(&self, task: TaskId, attempt: u32) -> PathBuf {
         self.dir.join(format!("{task}-{attempt}.json"))
+    }
+
+    /// Where a supervised run of `task`'s `attempt` keeps its own account: the path without its
+    /// extension (`.out`, `.exit`).
+    pub fn run_base(&self, task: TaskId, attempt: u32) -> PathBuf {
+        self.dir.join(format!("{task}-{attempt}"))
+    }
+
+    /// Whether daicho spooled this run's end itself.
+    pub fn has_end(&self, task: TaskId, attempt: u32) -> bool {
+        self.path(task, attempt).exists()
+    }
+
+    /// The runs whose supervisor recorded how they ended, with that record; records that
+    /// cannot be read are left out (their run is counted lost, as it was before records).
+    pub fn run_exits(&self) -> Vec<(TaskId, u32, RunExit)> {
+        let mut exits = Vec::new();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return exits };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "exit") {
+                continue;
+            }
+            let Some((task, attempt)) = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .and_then(|s| s.rsplit_once('-'))
+                .and_then(|(task, attempt)| Some((TaskId::parse(task)?, attempt.parse::<u32>().ok()?)))
+            else {
+                continue;
+            };
+            if let Some(exit) = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()) {
+                exits.push((task, attempt, exit));
+            }
+        }
+        exits.sort_by_key(|(task, attempt, _)| (task.num(), *attempt));
+        exits
+    }
+
+    /// The run's stdout as its supervisor copied it (empty when there is none).
+    pub fn run_output(&self, task: TaskId, attempt: u32) -> Vec<u8> {
+        std::fs::read(self.run_base(task, attempt).with_extension("out")).unwrap_or_default()
+    }
+
+    /// Removes a run's own account (its `.exit` first, so that a half-removed one is never read).
+    pub fn remove_run(&self, task: TaskId, attempt: u32) {
+        let base = self.run_base(task, attempt);
+        let _ = std::fs::remove_file(base.with_extension("exit"));
+        let _ = std::fs::remove_file(base.with_extension("out"));
     }
 
     /// Writes an end: a temporary file, renamed into place (whole or not at all). It survives a
@@ -216,6 +287,26 @@ mod tests {
         assert!(spool.list().1.is_empty(), "set aside, it is not read again");
         spool.remove(TaskId::new(42), 2);
         assert!(spool.list().0.is_empty());
+    }
+
+    /// S14: a supervisor's account of a run is listed by task and attempt, read back with its
+    /// output, and removed whole; an unreadable one is left out.
+    #[test]
+    fn s14_a_kept_run_exit_reads_back_and_is_removed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spool = Spool::new(dir.path());
+        let base = spool.run_base(TaskId::new(42), 3);
+        let exit = RunExit { worker: "host:7".into(), status: 0, out_bytes: 5 };
+        std::fs::write(base.with_extension("exit"), serde_json::to_vec(&exit).expect("json")).expect("write");
+        std::fs::write(base.with_extension("out"), "hello").expect("write");
+        std::fs::write(dir.path().join("T-0043-1.exit"), "{").expect("write");
+        std::fs::write(dir.path().join("T-0044-1.out"), "no exit, no account").expect("write");
+        assert_eq!(spool.run_exits(), [(TaskId::new(42), 3, exit)]);
+        assert_eq!(spool.run_output(TaskId::new(42), 3), b"hello");
+        assert!(!spool.has_end(TaskId::new(42), 3));
+        spool.remove_run(TaskId::new(42), 3);
+        assert!(!base.with_extension("exit").exists() && !base.with_extension("out").exists());
+        assert!(spool.list().0.is_empty(), "accounts are not spooled ends");
     }
 
     /// X2, S14: an end spooled before its found tasks were kept (no `found`) still reads back.

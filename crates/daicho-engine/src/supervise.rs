@@ -20,6 +20,15 @@
 //!   its run itself — the run is killed as above, before the lease can expire and another
 //!   worker claim the task.
 //!
+//! When daicho names a place for it (`DAICHO_SUPERVISE_RECORD`, with the worker holding the
+//! claim in `DAICHO_SUPERVISE_WORKER`), the supervisor also keeps the run's own account of its
+//! end (S14, [`crate::spool`]): the executor's stdout goes through the supervisor, which passes
+//! it on to daicho and copies it to `RECORD.out`; and when the executor ends by itself, once
+//! its output is all copied, how it ended goes to `RECORD.exit`. Written by the process that
+//! outlives daicho, that account lets the next daicho record a run whose own daicho was killed
+//! between the executor's end and the spooled end, instead of counting it lost and running it
+//! again.
+//!
 //! The supervisor is in a group of its own so that a Ctrl-C meant for daicho (which drains its
 //! runs first) does not reach it, and a SIGKILL of daicho's group cannot take it down before it
 //! has killed the executor. What it cannot survive is a SIGKILL of its own (an operator's
@@ -44,6 +53,16 @@ pub const SUBCOMMAND: &str = "__supervise";
 static SUPERVISOR: OnceLock<PathBuf> = OnceLock::new();
 
 static LEDGER: OnceLock<String> = OnceLock::new();
+
+/// The environment variables by which daicho tells the supervisor where to keep the run's
+/// account of its end, and the worker holding the claim (see the module docs). The executor
+/// never sees them.
+pub const RECORD_VARS: [&str; 2] = ["DAICHO_SUPERVISE_RECORD", "DAICHO_SUPERVISE_WORKER"];
+
+/// How long the supervisor waits, after its executor and every process of the run ended, for
+/// the run's stdout to be copied before it gives up keeping an account of the end (daicho
+/// frozen with the pipe full).
+const COPY_GRACE: Duration = Duration::from_secs(5);
 
 /// The environment variable that names the ledger of a run (for [`kill_earlier_attempts`]).
 pub const LEDGER_VAR: &str = "DAICHO_LEDGER";
@@ -113,8 +132,15 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     };
     // Orphans of the run are reparented here, not to init, so they can be found and killed.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    let mut record = Record::from_env();
     let mut command = std::process::Command::new(program);
     command.args(args).stdin(std::process::Stdio::piped()).process_group(0);
+    for var in RECORD_VARS {
+        command.env_remove(var);
+    }
+    if record.is_some() {
+        command.stdout(std::process::Stdio::piped());
+    }
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -122,32 +148,29 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             return 127;
         }
     };
+    drop(command);
     if let Some(mut pipe) = child.stdin.take() {
         // An executor that does not read its stdin closes the pipe: not an error.
         std::thread::spawn(move || {
             let _ = pipe.write_all(&input);
         });
     }
+    let copied = match (&mut record, child.stdout.take()) {
+        (Some(record), Some(out)) => record.copy(out),
+        _ => None,
+    };
     let leader = Pid::from_raw(child.id() as i32).expect("a child's pid is positive");
-    // The run's output belongs to the executor: the supervisor keeps no copy of the pipes, so
-    // daicho sees end of file when the run's last process closes them.
+    // The run's output belongs to the executor: the supervisor keeps no copy of the pipes (but
+    // the one it passes the copied stdout on through), so daicho sees end of file when the
+    // run's last process closes them.
     detach_stdio();
     // The executor's end wakes the wait at once (a process file descriptor is readable when the
     // process has ended), so a short run is not held up to a tick.
     let ended = rustix::process::pidfd_open(leader, rustix::process::PidfdFlags::empty()).ok();
     let mut heard = Instant::now();
-    loop {
+    let status = loop {
         if let Some(status) = reap(leader) {
-            kill_descendants();
-            reap_all();
-            if let Some(signal) = status.terminating_signal() {
-                // End as the executor did, so daicho reports "killed by signal N".
-                if let Some(signal) = Signal::from_named_raw(signal) {
-                    let _ = rustix::process::kill_process(rustix::process::getpid(), signal);
-                }
-                return 128 + signal;
-            }
-            return status.exit_status().unwrap_or(1);
+            break status;
         }
         let silent = alive_within.is_some_and(|within| heard.elapsed() > within);
         match wait_on(control, ended.as_ref().map(AsFd::as_fd)) {
@@ -159,9 +182,111 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             Control::Quiet if silent => {}
             Control::Quiet => continue,
         }
+        // An executor that ended by itself in the same moment keeps its end.
+        if let Some(status) = reap(leader) {
+            break status;
+        }
         kill_descendants();
         reap_all();
+        // A run killed unfinished has no end to keep.
+        if let Some(record) = &record {
+            record.drop_copy();
+        }
         return 137;
+    };
+    kill_descendants();
+    reap_all();
+    if let Some(record) = &record
+        && !copied.is_some_and(|copied| record.keep_exit(status, &copied))
+    {
+        record.drop_copy();
+    }
+    if let Some(signal) = status.terminating_signal() {
+        // End as the executor did, so daicho reports "killed by signal N".
+        if let Some(signal) = Signal::from_named_raw(signal) {
+            let _ = rustix::process::kill_process(rustix::process::getpid(), signal);
+        }
+        return 128 + signal;
+    }
+    status.exit_status().unwrap_or(1)
+}
+
+/// Where the supervisor keeps the run's account of its end ([`RECORD_VARS`]).
+struct Record {
+    base: PathBuf,
+    worker: String,
+}
+
+impl Record {
+    fn from_env() -> Option<Record> {
+        let [base, worker] = RECORD_VARS.map(std::env::var_os);
+        let worker = worker?.into_string().ok()?;
+        Some(Record { base: PathBuf::from(base?), worker })
+    }
+
+    /// Passes the executor's stdout on to daicho's and copies it to `BASE.out` (up to
+    /// [`crate::executor::READ_CAP`]), on a thread of its own; the receiver gets the bytes
+    /// read once the pipe reached end of file with every one copied. `None` (nothing kept)
+    /// when the copy cannot be created.
+    fn copy(&self, mut from: std::process::ChildStdout) -> Option<std::sync::mpsc::Receiver<u64>> {
+        use std::io::Read as _;
+
+        let _ = std::fs::create_dir_all(self.base.parent()?);
+        let copy = std::fs::File::create(self.base.with_extension("out"));
+        let mut to_daicho = std::io::stdout().as_fd().try_clone_to_owned().ok().map(std::fs::File::from);
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut copy = copy.ok();
+            let (mut buf, mut total, mut kept) = ([0u8; 8192], 0u64, 0usize);
+            loop {
+                let n = match from.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => return,
+                };
+                // daicho gone: the output is still read, so the executor is not stopped by it.
+                if to_daicho.as_mut().is_some_and(|out| out.write_all(&buf[..n]).is_err()) {
+                    to_daicho = None;
+                }
+                let room = n.min(crate::executor::READ_CAP.saturating_sub(kept));
+                // A copy that cannot be written whole is no account of the run.
+                if copy.as_mut().is_some_and(|file| file.write_all(&buf[..room]).is_err()) {
+                    copy = None;
+                }
+                (total, kept) = (total + n as u64, kept + room);
+            }
+            drop(to_daicho);
+            if copy.is_some() {
+                let _ = done.send(total);
+            }
+        });
+        Some(finished)
+    }
+
+    /// Writes how the executor ended (`BASE.exit`, whole or not at all) once its output is all
+    /// copied; false (nothing written) when it is not copied within [`COPY_GRACE`] or cannot be
+    /// written.
+    fn keep_exit(
+        &self,
+        status: rustix::process::WaitStatus,
+        copied: &std::sync::mpsc::Receiver<u64>,
+    ) -> bool {
+        let Ok(out_bytes) = copied.recv_timeout(COPY_GRACE) else { return false };
+        let exit = crate::spool::RunExit { worker: self.worker.clone(), status: status.as_raw(), out_bytes };
+        let Ok(bytes) = serde_json::to_vec(&exit) else { return false };
+        let temp = self.base.with_extension(format!("exit.{}.tmp", std::process::id()));
+        let kept = std::fs::write(&temp, bytes)
+            .and_then(|()| std::fs::rename(&temp, self.base.with_extension("exit")));
+        if kept.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        kept.is_ok()
+    }
+
+    /// Removes the copy of the output of a run whose end is not kept.
+    fn drop_copy(&self) {
+        let _ = std::fs::remove_file(self.base.with_extension("out"));
     }
 }
 

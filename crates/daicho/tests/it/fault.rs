@@ -349,6 +349,65 @@ fn s14_a_finished_but_unrecorded_run_is_recorded_not_rerun() {
     assert_eq!(found.len(), 1, "what the run found is pushed once: {found:?}");
 }
 
+/// S14, X2: a run whose executor ended while its daicho was frozen (SIGSTOP), so that no end was
+/// read or spooled, and whose daicho was then killed: the run's supervisor kept how it ended,
+/// so the next daicho records the run from that account — not counted lost, not run again —
+/// and pushes what it found; nothing is left in the spool.
+#[test]
+fn s14_a_run_that_ended_while_its_daicho_was_frozen_then_killed_is_recorded_not_rerun() {
+    let ledger = Ledger::new();
+    config(&ledger, "10m", "60s");
+    ledger.run(&["add", "short work", "--action", "work", "--tag", "ai"]).ok();
+    let mut run = spawn(&ledger, &["run", "T-0001"], &[("WORK", "1"), ("FOUND", "found while frozen")]);
+    pid_of(&ledger, "T-0001.1.pid");
+    // Frozen before the executor ends: daicho reads nothing of its output and spools nothing.
+    signal(&run, "-STOP");
+    wait_for("the run to end", Duration::from_secs(10), || count(&ledger.log_lines(), "end T-0001 1") == 1);
+    let spool = ledger.dir.path().join(".daicho/ledger.db.spool");
+    let files = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&spool)
+            .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    wait_for("the supervisor to keep the run's end", Duration::from_secs(10), || {
+        files().iter().any(|f| f.ends_with(".exit"))
+    });
+    assert_eq!(files(), ["T-0001-1.exit", "T-0001-1.out"], "no end spooled by the frozen daicho");
+    signal_group(&run, "-KILL");
+    run.wait().unwrap();
+    assert_eq!(ledger.tasks()[0].status, "running", "the end was not recorded");
+    let report: Value = ledger.run(&["sweep", "--role", "auto", "--json"]).ok().json();
+    assert_eq!(report["recovered"], 1, "{report}");
+    assert_eq!(report["lost"], serde_json::json!([]), "not counted as lost");
+    assert_eq!(report["ran"], serde_json::json!([]), "not run again");
+    let task = &ledger.tasks()[0];
+    assert_eq!(
+        (task.status.as_str(), task.failures, task.attempt, task.result.as_str()),
+        ("review", 0, 1, "result of T-0001")
+    );
+    assert_eq!(count(&ledger.log_lines(), "start T-0001"), 1);
+    let found: Vec<_> = ledger.tasks().into_iter().filter(|t| t.title == "found while frozen").collect();
+    assert_eq!(found.len(), 1, "what the run found is pushed once: {found:?}");
+    assert_eq!(files(), Vec::<String>::new(), "the spool is emptied");
+}
+
+/// S14: a run its daicho recorded as usual leaves nothing of its supervisor's account behind.
+#[test]
+fn s14_a_recorded_run_leaves_no_account_in_the_spool() {
+    let ledger = Ledger::new();
+    config(&ledger, "10m", "60s");
+    ledger.run(&["add", "short work", "--action", "work", "--tag", "ai"]).ok();
+    let ran = ledger.command(&["run", "T-0001", "--json"]).env("WORK", "0").output().unwrap();
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    assert_eq!(ledger.tasks()[0].result, "result of T-0001", "the output still reaches daicho");
+    let spool = ledger.dir.path().join(".daicho/ledger.db.spool");
+    let left: Vec<_> =
+        std::fs::read_dir(&spool).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// S14: even when the supervisor itself is SIGKILLed with daicho (nothing left to clean up), the
 /// next attempt of the task on this machine first kills every process of the earlier one, so
 /// the retry never overlaps it.
