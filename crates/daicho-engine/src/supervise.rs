@@ -132,7 +132,7 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     };
     // Orphans of the run are reparented here, not to init, so they can be found and killed.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
-    let mut record = Record::from_env();
+    let record = Record::from_env();
     let mut command = std::process::Command::new(program);
     command.args(args).stdin(std::process::Stdio::piped()).process_group(0);
     for var in RECORD_VARS {
@@ -155,8 +155,8 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             let _ = pipe.write_all(&input);
         });
     }
-    let copied = match (&mut record, child.stdout.take()) {
-        (Some(record), Some(out)) => record.copy(out),
+    let copied = match (&record, child.stdout.take()) {
+        (Some(record), Some(out)) => Some(record.copy(out)),
         _ => None,
     };
     let leader = Pid::from_raw(child.id() as i32).expect("a child's pid is positive");
@@ -226,12 +226,14 @@ impl Record {
 
     /// Passes the executor's stdout on to daicho's and copies it to `BASE.out` (up to
     /// [`crate::executor::READ_CAP`]), on a thread of its own; the receiver gets the bytes
-    /// read once the pipe reached end of file with every one copied. `None` (nothing kept)
-    /// when the copy cannot be created.
-    fn copy(&self, mut from: std::process::ChildStdout) -> Option<std::sync::mpsc::Receiver<u64>> {
+    /// read once the pipe reached end of file with every one copied, and is disconnected at
+    /// once when the copy could not be made (the output still reaches daicho).
+    fn copy(&self, mut from: std::process::ChildStdout) -> std::sync::mpsc::Receiver<u64> {
         use std::io::Read as _;
 
-        let _ = std::fs::create_dir_all(self.base.parent()?);
+        if let Some(dir) = self.base.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
         let copy = std::fs::File::create(self.base.with_extension("out"));
         let mut to_daicho = std::io::stdout().as_fd().try_clone_to_owned().ok().map(std::fs::File::from);
         let (done, finished) = std::sync::mpsc::channel();
@@ -261,7 +263,7 @@ impl Record {
                 let _ = done.send(total);
             }
         });
-        Some(finished)
+        finished
     }
 
     /// Writes how the executor ended (`BASE.exit`, whole or not at all) once its output is all

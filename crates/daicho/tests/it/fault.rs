@@ -408,6 +408,20 @@ fn s14_a_recorded_run_leaves_no_account_in_the_spool() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// S14: where the spool cannot be written (here a file stands in its place), the run's output
+/// still reaches daicho through the supervisor and the run is recorded as usual.
+#[test]
+fn s14_a_spool_that_cannot_be_written_still_lets_the_output_through() {
+    let ledger = Ledger::new();
+    config(&ledger, "10m", "60s");
+    ledger.run(&["add", "short work", "--action", "work", "--tag", "ai"]).ok();
+    std::fs::write(ledger.dir.path().join(".daicho/ledger.db.spool"), "not a directory").unwrap();
+    let ran = ledger.command(&["run", "T-0001", "--json"]).env("WORK", "0").output().unwrap();
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let task = &ledger.tasks()[0];
+    assert_eq!((task.status.as_str(), task.result.as_str()), ("review", "result of T-0001"));
+}
+
 /// S14: even when the supervisor itself is SIGKILLed with daicho (nothing left to clean up), the
 /// next attempt of the task on this machine first kills every process of the earlier one, so
 /// the retry never overlaps it.
