@@ -342,7 +342,13 @@ impl<S: Store + 'static> Engine<S> {
     }
 
     /// Pushes a run's found tasks in a transaction of their own (X2); a refusal is noted on the
-    /// run and returned, never raised.
+    /// run and returned, never raised. A temporary store fault is raised, not noted: the push is
+    /// to be made again (the spooled end, or the remote worker's retried report, keeps the
+    /// tasks), and noting it would have answered it as done.
+    ///
+    /// # Errors
+    ///
+    /// A temporary store fault ([`StoreError::is_retryable`]), of the push or of the note.
     pub(crate) async fn push_found(
         &self,
         action: &str,
@@ -362,6 +368,7 @@ impl<S: Store + 'static> Engine<S> {
         };
         match self.store.upsert(batch).await {
             Ok(pushed) => Ok((Some((pushed.added.len(), pushed.updated.len(), pushed.skipped.len())), None)),
+            Err(e) if e.is_retryable() => Err(e),
             Err(e) => {
                 self.store.note_run(id, attempt, format!("found tasks not pushed: {e}")).await?;
                 Ok((None, Some(e.to_string())))

@@ -1035,3 +1035,49 @@ fn x4_a_select_only_role_reads_a_postgres_ledger() {
     let list: Vec<serde_json::Value> = with(&db.url, &["list", "--json"]).ok().json();
     assert_eq!(list.len(), 1, "nothing written through the reader");
 }
+
+/// X2, S14: the push of a run's found tasks refused for now by the database (a serialization
+/// failure, SQLSTATE 40001, raised by a trigger of the test's own database) while the run's end
+/// and its note are written: the end stays in the spool and the next daicho pushes the tasks,
+/// once; a temporary refusal is never taken for a final one.
+#[test]
+fn x2_s14_a_push_the_database_refused_for_now_is_made_by_the_next_daicho() {
+    let Some(db) = PgDatabase::fresh("pushlater") else { return };
+    let ledger = Ledger::uninitialized();
+    let state = ledger.dir.path().join("state");
+    let run = |args: &[&str]| {
+        let mut all = vec!["--db", db.url.as_str()];
+        all.extend_from_slice(args);
+        crate::Run::from(ledger.command(&all).env("XDG_STATE_HOME", &state).output().expect("daicho runs"))
+    };
+    run(&["init"]).ok();
+    let script = ledger.script(
+        "found.sh",
+        r#"cat > /dev/null; echo '{"result": "ok", "tasks": [{"title": "found later"}]}'"#,
+    );
+    ledger.file(
+        "daicho.toml",
+        format!("[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\n"),
+    );
+    run(&["add", "the work", "--action", "work", "--tag", "ai"]).ok();
+    pg_run(
+        db.url.clone(),
+        "CREATE FUNCTION refuse_for_now() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+         RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'; END $$; \
+         CREATE TRIGGER refuse_found BEFORE INSERT ON task FOR EACH ROW \
+         WHEN (NEW.title = 'found later') EXECUTE FUNCTION refuse_for_now();"
+            .to_owned(),
+    );
+    run(&["run", "T-0001", "--json"]).ok();
+    let titles = |tasks: Vec<TaskJson>| tasks.into_iter().map(|t| t.title).collect::<Vec<_>>();
+    let listed = || titles(run(&["list", "--json"]).ok().json());
+    assert_eq!(listed(), ["the work"], "the push was refused");
+    let task: TaskJson = run(&["show", "T-0001", "--json"]).ok().json();
+    assert_eq!(task.status, "review", "the run's end is recorded whatever the push met");
+    pg_run(db.url.clone(), "DROP TRIGGER refuse_found ON task".to_owned());
+    let report: Value = run(&["sweep", "--role", "auto", "--json"]).ok().json();
+    assert_eq!(report["ran"], serde_json::json!([]), "{report}");
+    assert_eq!(listed(), ["the work", "found later"], "pushed by the next daicho, once");
+    run(&["sweep", "--role", "auto", "--json"]).ok();
+    assert_eq!(listed().len(), 2, "and not again");
+}
