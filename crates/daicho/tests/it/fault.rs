@@ -333,6 +333,13 @@ fn s14_a_finished_but_unrecorded_run_is_recorded_not_rerun() {
     run.wait().unwrap();
     drop(holder.stdin.take());
     holder.wait().unwrap();
+    recorded_once_by_the_next_daicho(&ledger, "found on the way");
+}
+
+/// The run of T-0001 (attempt 1, which found the task `found`) ended, its daicho was killed
+/// before it recorded the end: the next daicho's sweep records it from the spool — not counted
+/// lost, not run again — pushes what it found once, and leaves the spool empty.
+fn recorded_once_by_the_next_daicho(ledger: &Ledger, found: &str) {
     assert_eq!(ledger.tasks()[0].status, "running", "the end was not recorded");
     let report: Value = ledger.run(&["sweep", "--role", "auto", "--json"]).ok().json();
     assert_eq!(report["recovered"], 1, "{report}");
@@ -340,13 +347,16 @@ fn s14_a_finished_but_unrecorded_run_is_recorded_not_rerun() {
     assert_eq!(report["ran"], serde_json::json!([]), "not run again");
     let task = &ledger.tasks()[0];
     assert_eq!(
-        (task.status.as_str(), task.failures, task.result.as_str()),
-        ("review", 0, "result of T-0001")
+        (task.status.as_str(), task.failures, task.attempt, task.result.as_str()),
+        ("review", 0, 1, "result of T-0001")
     );
     assert_eq!(count(&ledger.log_lines(), "start T-0001"), 1);
-    assert!(std::fs::read_dir(&spool).is_ok_and(|d| d.flatten().count() == 0), "the spool is emptied");
-    let found: Vec<_> = ledger.tasks().into_iter().filter(|t| t.title == "found on the way").collect();
-    assert_eq!(found.len(), 1, "what the run found is pushed once: {found:?}");
+    let pushed: Vec<_> = ledger.tasks().into_iter().filter(|t| t.title == found).collect();
+    assert_eq!(pushed.len(), 1, "what the run found is pushed once: {pushed:?}");
+    let spool = ledger.dir.path().join(".daicho/ledger.db.spool");
+    let left: Vec<_> =
+        std::fs::read_dir(spool).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+    assert!(left.is_empty(), "the spool is emptied: {left:?}");
 }
 
 /// S14, X2: a run whose executor ended while its daicho was frozen (SIGSTOP), so that no end was
@@ -377,20 +387,7 @@ fn s14_a_run_that_ended_while_its_daicho_was_frozen_then_killed_is_recorded_not_
     assert_eq!(files(), ["T-0001-1.exit", "T-0001-1.out"], "no end spooled by the frozen daicho");
     signal_group(&run, "-KILL");
     run.wait().unwrap();
-    assert_eq!(ledger.tasks()[0].status, "running", "the end was not recorded");
-    let report: Value = ledger.run(&["sweep", "--role", "auto", "--json"]).ok().json();
-    assert_eq!(report["recovered"], 1, "{report}");
-    assert_eq!(report["lost"], serde_json::json!([]), "not counted as lost");
-    assert_eq!(report["ran"], serde_json::json!([]), "not run again");
-    let task = &ledger.tasks()[0];
-    assert_eq!(
-        (task.status.as_str(), task.failures, task.attempt, task.result.as_str()),
-        ("review", 0, 1, "result of T-0001")
-    );
-    assert_eq!(count(&ledger.log_lines(), "start T-0001"), 1);
-    let found: Vec<_> = ledger.tasks().into_iter().filter(|t| t.title == "found while frozen").collect();
-    assert_eq!(found.len(), 1, "what the run found is pushed once: {found:?}");
-    assert_eq!(files(), Vec::<String>::new(), "the spool is emptied");
+    recorded_once_by_the_next_daicho(&ledger, "found while frozen");
 }
 
 /// S14: a run its daicho recorded as usual leaves nothing of its supervisor's account behind.
