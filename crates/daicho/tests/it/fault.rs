@@ -353,10 +353,17 @@ fn recorded_once_by_the_next_daicho(ledger: &Ledger, found: &str) {
     assert_eq!(count(&ledger.log_lines(), "start T-0001"), 1);
     let pushed: Vec<_> = ledger.tasks().into_iter().filter(|t| t.title == found).collect();
     assert_eq!(pushed.len(), 1, "what the run found is pushed once: {pushed:?}");
+    assert_eq!(spool_files(ledger), Vec::<String>::new(), "the spool is emptied");
+}
+
+/// The names of the files in the ledger's spool, sorted.
+fn spool_files(ledger: &Ledger) -> Vec<String> {
     let spool = ledger.dir.path().join(".daicho/ledger.db.spool");
-    let left: Vec<_> =
-        std::fs::read_dir(spool).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
-    assert!(left.is_empty(), "the spool is emptied: {left:?}");
+    let mut names: Vec<String> = std::fs::read_dir(spool)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
 }
 
 /// S14, X2: a run whose executor ended while its daicho was frozen (SIGSTOP), so that no end was
@@ -373,14 +380,7 @@ fn s14_a_run_that_ended_while_its_daicho_was_frozen_then_killed_is_recorded_not_
     // Frozen before the executor ends: daicho reads nothing of its output and spools nothing.
     signal(&run, "-STOP");
     wait_for("the run to end", Duration::from_secs(10), || count(&ledger.log_lines(), "end T-0001 1") == 1);
-    let spool = ledger.dir.path().join(".daicho/ledger.db.spool");
-    let files = || -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&spool)
-            .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-            .unwrap_or_default();
-        names.sort();
-        names
-    };
+    let files = || spool_files(&ledger);
     wait_for("the supervisor to keep the run's end", Duration::from_secs(10), || {
         files().iter().any(|f| f.ends_with(".exit"))
     });
@@ -399,10 +399,7 @@ fn s14_a_recorded_run_leaves_no_account_in_the_spool() {
     let ran = ledger.command(&["run", "T-0001", "--json"]).env("WORK", "0").output().unwrap();
     assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
     assert_eq!(ledger.tasks()[0].result, "result of T-0001", "the output still reaches daicho");
-    let spool = ledger.dir.path().join(".daicho/ledger.db.spool");
-    let left: Vec<_> =
-        std::fs::read_dir(&spool).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
-    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(spool_files(&ledger), Vec::<String>::new());
 }
 
 /// S14: where the spool cannot be written (here a file stands in its place), the run's output
