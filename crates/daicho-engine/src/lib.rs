@@ -456,7 +456,12 @@ impl<S: Store + 'static> Engine<S> {
                 }
                 continue;
             }
-            if !owner_is_gone(&spooled.worker) {
+            // Another worker's end is left to it while it lives and records promptly; one that
+            // has waited in the spool past `SYNC_AFTER` (its worker is held up: the ledger locked,
+            // the database out of reach) is recorded by whoever looks first, so that its lease
+            // running out meanwhile never counts a finished run lost (S4, S14). Its worker's own
+            // record then finds it recorded.
+            if !owner_is_gone(&spooled.worker) && !spool.overdue(id, spooled.attempt) {
                 continue;
             }
             let (end, mut found, push_error) = match spooled.end.clone() {

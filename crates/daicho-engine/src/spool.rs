@@ -134,6 +134,14 @@ impl Spool {
         self.dir.join(format!("{task}-{attempt}"))
     }
 
+    /// Whether the spooled end of `task`'s `attempt` has waited longer than [`SYNC_AFTER`]
+    /// to be recorded (false when there is none).
+    pub fn overdue(&self, task: TaskId, attempt: u32) -> bool {
+        std::fs::metadata(self.path(task, attempt))
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at.elapsed().is_ok_and(|waited| waited > SYNC_AFTER))
+    }
+
     /// Whether daicho spooled this run's end itself.
     pub fn has_end(&self, task: TaskId, attempt: u32) -> bool {
         self.path(task, attempt).exists()

@@ -35,6 +35,14 @@ fn dead_worker() -> String {
 async fn claimed_by_the_dead(
     dir: &tempfile::TempDir,
 ) -> (Arc<SqliteStore>, Arc<Engine<SqliteStore>>, Spool, String, daicho_core::Task) {
+    claimed_by(dir, dead_worker()).await
+}
+
+/// A ledger with one task claimed by `worker`; its engine and spool.
+async fn claimed_by(
+    dir: &tempfile::TempDir,
+    worker: String,
+) -> (Arc<SqliteStore>, Arc<Engine<SqliteStore>>, Spool, String, daicho_core::Task) {
     let store = Arc::new(
         SqliteStore::open(dir.path().join("ledger.db"), SqliteOptions::default()).await.expect("open"),
     );
@@ -51,7 +59,6 @@ async fn claimed_by_the_dead(
     store.upsert(batch).await.expect("upsert");
     let spool = Spool::new(dir.path().join("spool"));
     let engine = Arc::new(Engine::new(Arc::clone(&store), config(), None).with_spool(spool.clone()));
-    let worker = dead_worker();
     let filter = ClaimFilter { worker: worker.clone(), project: None, action: None };
     let NextClaim::Claimed(claim) = engine.claim_next(&filter).await.expect("claim") else {
         panic!("the task is claimed")
@@ -210,4 +217,33 @@ async fn s14_a_running_worker_records_an_end_left_in_the_spool_meanwhile() {
     stop.send(()).expect("stop");
     let totals = worker.await.expect("joined").expect("work");
     assert_eq!(totals.recovered, 1);
+}
+
+/// S4, S14: an end a living worker spooled and could not record (the ledger was locked, say) is
+/// left to it while young, and recorded by the next daicho that looks once it has waited past
+/// `SYNC_AFTER`, so the lease running out meanwhile never counts the finished run lost.
+#[tokio::test]
+async fn s14_an_end_a_living_worker_could_not_record_is_recorded_by_the_next_look() {
+    // A living daicho of this machine: a process whose command line names daicho.
+    let mut living =
+        std::process::Command::new("sh").args(["-c", "sleep 60", "daicho-worker"]).spawn().expect("spawn sh");
+    let worker = format!("{}:{}", daicho_engine::host_name(), living.id());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, engine, spool, worker, task) = claimed_by(&dir, worker).await;
+    spool.put(task.id, &spooled(&task, &worker)).expect("spool");
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 0, "young: left to its worker");
+    assert_eq!(store.get(task.id).await.expect("get").expect("row").status, Status::Running);
+    let file = std::fs::File::options()
+        .write(true)
+        .open(spool.dir().join(format!("{}-{}.json", task.id, task.attempt)))
+        .expect("the spooled end");
+    let waited = std::time::SystemTime::now() - daicho_engine::spool::SYNC_AFTER * 2;
+    file.set_modified(waited).expect("set its time");
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 1, "overdue: recorded");
+    let row = store.get(task.id).await.expect("get").expect("row");
+    assert_eq!((row.status, row.result.as_str()), (Status::Done, "surveyed"));
+    assert_eq!(titles(&store).await, ["fix the parser found on the way", "survey the code"]);
+    assert!(spool.list().0.is_empty());
+    let _ = living.kill();
+    let _ = living.wait();
 }
