@@ -70,10 +70,15 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(_) | StoreError::LeaseLost { .. } => StatusCode::CONFLICT,
             StoreError::Refused(daicho_core::authority::Refusal::NotReady { .. }) => StatusCode::CONFLICT,
             StoreError::Refused(_) => StatusCode::FORBIDDEN,
+            // Temporary (S14): a dropped connection, a lock held too long, a full disk; the
+            // same request may be sent again.
+            StoreError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!("api: {e}");
+        } else if status == StatusCode::SERVICE_UNAVAILABLE {
+            tracing::warn!("api: {e}");
         }
         ApiError { status, message: e.to_string() }
     }

@@ -116,7 +116,7 @@ fn web_actor() -> Actor {
 struct PageError(StatusCode, String);
 
 impl From<StoreError> for PageError {
-    /// The API's status for the error (404, 400, 409, 500), as plain text.
+    /// The API's status for the error (404, 400, 409, 500, 503), as plain text.
     fn from(e: StoreError) -> PageError {
         PageError::from(api::ApiError::from(e))
     }

@@ -79,6 +79,37 @@ async fn i3_a_remote_worker_claims_heartbeats_and_completes_over_http() {
 /// answered as the first time: the run's end is not recorded twice, a failure is not counted
 /// twice, and the tasks it found are in the ledger once. Another report for that attempt (other
 /// words, another worker, another outcome) is still refused.
+/// S14: a report that meets a temporary store fault (another process holds the ledger's write
+/// lock past the busy timeout) is answered 503, not 500, and changes nothing; the same report
+/// sent again once the lock is gone is recorded once, with its found task.
+#[tokio::test]
+async fn s14_a_report_that_meets_a_locked_ledger_is_answered_503_and_its_retry_lands() {
+    let sqlite = daicho_sqlite::SqliteOptions {
+        busy_timeout: std::time::Duration::from_millis(200),
+        ..daicho_sqlite::SqliteOptions::default()
+    };
+    let server = TestServer::start_with(ServerOptions::default(), sqlite).await;
+    let ids = server.push(vec![item("first", "PJ-01", "work", "ai")]).await;
+    let (_, claim) = post(&server, "/api/v1/claim", json!({ "worker": "box-7:12" })).await;
+    assert_eq!(claim["task"]["id"], ids[0].to_string(), "{claim}");
+    let path = format!("/api/v1/tasks/{}/complete", ids[0]);
+    let body = json!({
+        "worker": "box-7:12", "attempt": 1, "result": "written remotely",
+        "tasks": [{ "title": "found while locked" }]
+    });
+    let lock = rusqlite::Connection::open(server.store.path()).expect("another connection");
+    lock.execute_batch("BEGIN EXCLUSIVE").expect("the write lock");
+    let (status, answer) = post(&server, &path, body.clone()).await;
+    assert_eq!(status, 503, "{answer}");
+    lock.execute_batch("COMMIT").expect("released");
+    assert_eq!(server.store.get(ids[0]).await.expect("get").expect("row").status, Status::Running);
+    let (status, answer) = post(&server, &path, body).await;
+    assert_eq!((status, answer["pushed"]["added"].as_u64()), (200, Some(1)), "{answer}");
+    let rows = server.store.list(daicho_store::ListFilter::default()).await.expect("list");
+    assert_eq!(rows.iter().filter(|t| t.title == "found while locked").count(), 1);
+    assert_eq!(server.store.runs(ids[0]).await.expect("runs").len(), 1, "one run, ended once");
+}
+
 #[tokio::test]
 async fn s14_x2_a_report_sent_again_is_answered_as_the_first() {
     let server = TestServer::start(ServerOptions::default()).await;

@@ -79,10 +79,13 @@ impl Drop for TestServer {
 impl TestServer {
     /// Starts a server with `options` (its address replaced by an ephemeral loopback port).
     pub async fn start(options: ServerOptions) -> TestServer {
+        TestServer::start_with(options, SqliteOptions::default()).await
+    }
+
+    /// [`TestServer::start`] on a ledger opened with `sqlite` (a short busy timeout, say).
+    pub async fn start_with(options: ServerOptions, sqlite: SqliteOptions) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = Arc::new(
-            SqliteStore::open(dir.path().join("ledger.db"), SqliteOptions::default()).await.expect("open"),
-        );
+        let store = Arc::new(SqliteStore::open(dir.path().join("ledger.db"), sqlite).await.expect("open"));
         let config = Config::parse(CONFIG, "test.toml").expect("config");
         let engine = Arc::new(Engine::new(Arc::clone(&store), config, None));
         let options = ServerOptions { bind: "127.0.0.1:0".parse().expect("addr"), ..options };
