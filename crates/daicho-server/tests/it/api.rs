@@ -79,6 +79,17 @@ async fn i3_a_remote_worker_claims_heartbeats_and_completes_over_http() {
 /// answered as the first time: the run's end is not recorded twice, a failure is not counted
 /// twice, and the tasks it found are in the ledger once. Another report for that attempt (other
 /// words, another worker, another outcome) is still refused.
+/// The remote worker `box-7:12` claims the next row, which must be `id`; returns the path of its
+/// `complete` and a report of attempt 1 that found the task `found`.
+async fn claimed_by_box_7(server: &TestServer, id: daicho_core::TaskId, found: &str) -> (String, Value) {
+    let (_, claim) = post(server, "/api/v1/claim", json!({ "worker": "box-7:12" })).await;
+    assert_eq!(claim["task"]["id"], id.to_string(), "{claim}");
+    let body = json!({
+        "worker": "box-7:12", "attempt": 1, "result": "written remotely", "tasks": [{ "title": found }]
+    });
+    (format!("/api/v1/tasks/{id}/complete"), body)
+}
+
 /// S14: a report that meets a temporary store fault (another process holds the ledger's write
 /// lock past the busy timeout) is answered 503, not 500, and changes nothing; the same report
 /// sent again once the lock is gone is recorded once, with its found task.
@@ -90,13 +101,7 @@ async fn s14_a_report_that_meets_a_locked_ledger_is_answered_503_and_its_retry_l
     };
     let server = TestServer::start_with(ServerOptions::default(), sqlite).await;
     let ids = server.push(vec![item("first", "PJ-01", "work", "ai")]).await;
-    let (_, claim) = post(&server, "/api/v1/claim", json!({ "worker": "box-7:12" })).await;
-    assert_eq!(claim["task"]["id"], ids[0].to_string(), "{claim}");
-    let path = format!("/api/v1/tasks/{}/complete", ids[0]);
-    let body = json!({
-        "worker": "box-7:12", "attempt": 1, "result": "written remotely",
-        "tasks": [{ "title": "found while locked" }]
-    });
+    let (path, body) = claimed_by_box_7(&server, ids[0], "found while locked").await;
     let lock = rusqlite::Connection::open(server.store.path()).expect("another connection");
     lock.execute_batch("BEGIN EXCLUSIVE").expect("the write lock");
     let (status, answer) = post(&server, &path, body.clone()).await;
@@ -115,13 +120,7 @@ async fn s14_x2_a_report_sent_again_is_answered_as_the_first() {
     let server = TestServer::start(ServerOptions::default()).await;
     let ids =
         server.push(vec![item("first", "PJ-01", "work", "ai"), item("second", "PJ-01", "work", "ai")]).await;
-    let (_, claim) = post(&server, "/api/v1/claim", json!({ "worker": "box-7:12" })).await;
-    assert_eq!(claim["task"]["id"], ids[0].to_string(), "{claim}");
-    let path = format!("/api/v1/tasks/{}/complete", ids[0]);
-    let body = json!({
-        "worker": "box-7:12", "attempt": 1, "result": "written remotely",
-        "tasks": [{ "title": "found while working" }]
-    });
+    let (path, body) = claimed_by_box_7(&server, ids[0], "found while working").await;
     let (status, first) = post(&server, &path, body.clone()).await;
     assert_eq!((status, first["pushed"]["added"].as_u64()), (200, Some(1)), "{first}");
     let (status, again) = post(&server, &path, body).await;
