@@ -463,13 +463,22 @@ fn bench_claims() {
     println!(
         "fsync: {raw:.0} durable 4 KiB writes/s on this disk; {limit:.0} minimal durable SQLite commits/s (WAL, FULL): the limit of one commit each"
     );
+    // Two threads, as `daicho worker` has.
     let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().expect("runtime");
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let n = bench_n();
     for (workers, slots) in shapes() {
         let db = dir.join(format!("claims-{workers}-{slots}.db"));
+        // One worker with one slot runs SQLite on its loop's thread, as `daicho worker` does with
+        // one slot. Several workers here share one runtime (processes would not), so they keep
+        // the hand-off to SQLite's thread and do not block one another.
+        let inline = (workers, slots) == (1, 1);
         let figures = runtime.block_on(work_run(
-            || async { SqliteStore::open(&db, SqliteOptions::default()).await.expect("open") },
+            || async {
+                SqliteStore::open(&db, SqliteOptions { inline, ..SqliteOptions::default() })
+                    .await
+                    .expect("open")
+            },
             |s| Some(s.commits()),
             n,
             workers,

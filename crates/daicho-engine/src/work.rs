@@ -4,12 +4,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use daicho_core::policy::{ClaimScope, Gate, RunCounts, worker_mode};
 use daicho_core::{Task, TaskId};
 use daicho_store::{ClaimOutcome, ClaimRequest, NextClaim, Pick, Store, StoreError};
+use futures_util::FutureExt as _;
 use jiff::Timestamp;
 use tokio::task::JoinSet;
 
@@ -66,6 +68,117 @@ impl WorkTotals {
     }
 }
 
+/// The runs under way of one worker.
+///
+/// With one slot the run is polled by the worker loop's own task: a run's start and end then
+/// cost no hand-off between threads (I5), and the loop awaits nothing else while its run goes
+/// (it claims and keeps up only for a free slot; a store fault's wait drives the run,
+/// [`Runs::drive`]). With more slots each run is a task of its own, so that runs go on while
+/// the loop records and claims for the others. Dropped, either kills the executors under way.
+enum Runs {
+    One {
+        run: Option<Pin<Box<dyn Future<Output = Ran> + Send>>>,
+        /// The run's end, once [`Runs::drive`] saw it.
+        ended: Option<Box<Ran>>,
+    },
+    Many(JoinSet<Performed>),
+}
+
+/// A run's end, or its panic.
+type Ran = Result<Performed, StoreError>;
+
+impl Runs {
+    fn new(slots: usize) -> Runs {
+        if slots == 1 { Runs::One { run: None, ended: None } } else { Runs::Many(JoinSet::new()) }
+    }
+
+    /// Runs started and not yet taken back.
+    fn len(&self) -> usize {
+        match self {
+            Runs::One { run, ended } => usize::from(run.is_some() || ended.is_some()),
+            Runs::Many(set) => set.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn start(&mut self, run: impl Future<Output = Performed> + Send + 'static) {
+        match self {
+            Runs::One { run: slot, ended } => {
+                debug_assert!(slot.is_none() && ended.is_none(), "one slot, one run");
+                let caught =
+                    std::panic::AssertUnwindSafe(run).catch_unwind().map(|ran| ran.map_err(panicked));
+                *slot = Some(Box::pin(caught));
+            }
+            Runs::Many(set) => {
+                set.spawn(run);
+            }
+        }
+    }
+
+    /// A run that has ended, if one has (without waiting).
+    fn try_join_next(&mut self) -> Option<Ran> {
+        match self {
+            Runs::One { run, ended } => {
+                if ended.is_none()
+                    && let Some(going) = run
+                    && let Some(end) = going.as_mut().now_or_never()
+                {
+                    (*run, *ended) = (None, Some(Box::new(end)));
+                }
+                ended.take().map(|end| *end)
+            }
+            Runs::Many(set) => set.try_join_next().map(|joined| joined.map_err(not_joined)),
+        }
+    }
+
+    /// The next run to end; `None` when none is under way. Cancel-safe.
+    async fn join_next(&mut self) -> Option<Ran> {
+        match self {
+            Runs::One { run, ended } => {
+                if ended.is_none() {
+                    let end = run.as_mut()?.as_mut().await;
+                    (*run, *ended) = (None, Some(Box::new(end)));
+                }
+                ended.take().map(|end| *end)
+            }
+            Runs::Many(set) => set.join_next().await.map(|joined| joined.map_err(not_joined)),
+        }
+    }
+
+    /// Keeps a one-slot run going while the loop waits for something else (its end is kept
+    /// for [`Runs::try_join_next`]); never resolves. Runs of several slots go on by themselves.
+    async fn drive(&mut self) {
+        if let Runs::One { run, ended } = self
+            && ended.is_none()
+            && let Some(going) = run
+        {
+            let end = going.as_mut().await;
+            (*run, *ended) = (None, Some(Box::new(end)));
+        }
+        std::future::pending::<()>().await;
+    }
+}
+
+/// A run that panicked, as the error that ends the worker, with the panic's message.
+fn panicked(panic: Box<dyn std::any::Any + Send>) -> StoreError {
+    let text = match panic.downcast::<String>() {
+        Ok(text) => *text,
+        Err(panic) => panic.downcast_ref::<&str>().map_or_else(String::new, |text| (*text).to_owned()),
+    };
+    StoreError::backend(format!("a run panicked: {text}"))
+}
+
+/// A run task that did not end by itself: a panic ([`panicked`]), or cancelled.
+fn not_joined(error: tokio::task::JoinError) -> StoreError {
+    match error.try_into_panic() {
+        Ok(panic) => panicked(panic),
+        Err(error) => StoreError::backend(format!("a run did not end: {error}")),
+    }
+}
+
 /// How long a worker waits, once a run has ended, for other runs to end, so that one commit
 /// records them all. Short: a run's end is not durable until it is recorded.
 const RECORD_GRACE: Duration = Duration::from_millis(3);
@@ -118,7 +231,7 @@ impl<S: Store + 'static> Engine<S> {
     {
         let slots = options.slots.max(1);
         let mut totals = WorkTotals::default();
-        let mut running: JoinSet<Performed> = JoinSet::new();
+        let mut running = Runs::new(slots);
         let mut ended: Vec<Performed> = Vec::new();
         // S3 (no self-retry): a task whose run failed here is not claimed again by this worker
         // until RETRY_AFTER has passed; other workers and later sweeps may take it.
@@ -143,6 +256,7 @@ impl<S: Store + 'static> Engine<S> {
                         tokio::select! {
                             () = &mut stop => return Ok(totals),
                             () = tokio::time::sleep(backoff + jitter) => {}
+                            () = running.drive() => {}
                         }
                         continue;
                     }
@@ -168,7 +282,7 @@ impl<S: Store + 'static> Engine<S> {
             }
             // Every run that has ended by now is recorded in one commit.
             while let Some(joined) = running.try_join_next() {
-                ended.push(joined.map_err(|e| StoreError::backend(format!("a run panicked: {e}")))?);
+                ended.push(joined?);
             }
             if !ended.is_empty() {
                 // Runs that end together are recorded together: wait a moment for the others
@@ -176,8 +290,7 @@ impl<S: Store + 'static> Engine<S> {
                 let deadline = tokio::time::Instant::now() + RECORD_GRACE;
                 while !running.is_empty() {
                     match tokio::time::timeout_at(deadline, running.join_next()).await {
-                        Ok(Some(joined)) => ended
-                            .push(joined.map_err(|e| StoreError::backend(format!("a run panicked: {e}")))?),
+                        Ok(Some(joined)) => ended.push(joined?),
                         Ok(None) | Err(_) => break,
                     }
                 }
@@ -313,7 +426,7 @@ impl<S: Store + 'static> Engine<S> {
                         let Some(request) = requests.iter().find(|r| r.id == task.id) else { continue };
                         let Some(action) = self.config.action(&request.action).cloned() else { continue };
                         let (engine, runner) = (Arc::clone(self), runner.clone());
-                        running.spawn(async move { engine.perform(*task, &action, runner).await });
+                        running.start(async move { engine.perform(*task, &action, runner).await });
                         claimed += 1;
                     }
                 }
@@ -348,7 +461,7 @@ impl<S: Store + 'static> Engine<S> {
             tokio::select! {
                 () = &mut stop => return Ok(totals),
                 Some(joined) = running.join_next(), if !running.is_empty() => {
-                    ended.push(joined.map_err(|e| StoreError::backend(format!("a run panicked: {e}")))?);
+                    ended.push(joined?);
                 }
                 () = self.store.wait_for_work(options.poll), if free > 0 => {}
                 () = crate::stopped(self.stop.clone(), Stop::Drain), if !draining => {}

@@ -98,12 +98,24 @@ async fn i5_a_worker_batches_claims_and_ends_and_runs_each_task_once() {
 }
 
 /// I5, S1: with one slot, each run's end and the next claim go to the ledger together and share
-/// one commit (SQLite's group commit), so a task costs one commit, not two; each task still runs
+/// one commit (one write of the store), so a task costs one commit, not two; each task still runs
 /// once, and only after its claim is committed (its row reads `running` when the run starts).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn i5_s1_one_slot_records_each_end_with_the_next_claim_in_one_commit() {
+    one_slot_one_commit(false).await;
+}
+
+/// I5, S1: the same with SQLite on the worker loop's own thread, as `daicho worker` runs it with
+/// one slot: nothing to group writes behind, and still one commit per task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i5_s1_one_slot_on_its_own_thread_records_each_end_with_the_next_claim_in_one_commit() {
+    one_slot_one_commit(true).await;
+}
+
+async fn one_slot_one_commit(inline: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = ledger(&dir).await;
+    let options = SqliteOptions { inline, ..SqliteOptions::default() };
+    let store = Arc::new(SqliteStore::open(dir.path().join("ledger.db"), options).await.expect("open"));
     push(&store, (0..40).map(|i| item(&format!("job {i}"), "work")).collect()).await;
     let engine =
         Arc::new(Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None));
@@ -131,9 +143,21 @@ async fn i5_s1_one_slot_records_each_end_with_the_next_claim_in_one_commit() {
 /// (which would throw the finished work away and run the task again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s14_an_end_held_up_by_a_lock_past_its_lease_is_recorded_not_counted_lost() {
+    end_held_up_by_a_lock(false).await;
+}
+
+/// S14, S4: the same with SQLite on the worker loop's own thread (`daicho worker` with one slot):
+/// the loop's thread waits out each busy timeout, and the end is still recorded, not lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s14_an_end_held_up_by_a_lock_on_the_loop_thread_is_recorded_not_counted_lost() {
+    end_held_up_by_a_lock(true).await;
+}
+
+async fn end_held_up_by_a_lock(inline: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("ledger.db");
-    let options = SqliteOptions { busy_timeout: Duration::from_millis(100), ..SqliteOptions::default() };
+    let options =
+        SqliteOptions { busy_timeout: Duration::from_millis(100), inline, ..SqliteOptions::default() };
     let store = Arc::new(SqliteStore::open(&path, options).await.expect("open"));
     push(&store, vec![item("ends under a lock", "work")]).await;
     let clock = Arc::new(daicho_engine::clock::ManualClock::new(jiff::Timestamp::now()));
@@ -289,4 +313,29 @@ async fn a_busy_worker_stops_when_asked() {
         .expect("stopped while busy")
         .expect("work");
     assert!(totals.ran > 0 && totals.ran < 5_000, "it was busy and stopped early: {totals:?}");
+}
+
+/// A run that panics ends its worker with an error that says so, with one slot (the run polled
+/// by the loop's own task) as with several (each run a task of its own); nothing is recorded for
+/// it, so its lease runs out and it is counted lost (S4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_panics_ends_the_worker_with_an_error() {
+    for slots in [1, 2] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ledger(&dir).await;
+        push(&store, vec![item("panics", "work")]).await;
+        let config = Config::parse(CONFIG, "t.toml").expect("config");
+        let engine = Arc::new(Engine::new(Arc::clone(&store), config, None));
+        let runner = |_ctx, _action| async {
+            if std::hint::black_box(true) {
+                panic!("the executor broke");
+            }
+            succeed()
+        };
+        let worked = engine.work_with(options(slots), std::future::pending(), runner).await;
+        let error = worked.expect_err("a panicked run ends the worker").to_string();
+        assert!(error.contains("a run panicked: the executor broke"), "{slots} slot(s): {error}");
+        let rows = store.list(ListFilter::default()).await.expect("list");
+        assert_eq!(rows[0].status, Status::Running, "{slots} slot(s): nothing recorded: {rows:?}");
+    }
 }

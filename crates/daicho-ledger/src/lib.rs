@@ -68,7 +68,8 @@ pub struct Access {
     /// Write nothing: a SQLite file in a read-only place, or a PostgreSQL ledger through a role
     /// that may only read, can still be read (the schema version is checked, not migrated).
     pub read_only: bool,
-    /// Run SQLite on the caller's thread (the one-shot commands that run no executor).
+    /// Run SQLite on the caller's thread: the one-shot commands that run no executor, and a
+    /// worker with one slot, whose loop awaits nothing else while it reads or writes.
     pub inline: bool,
 }
 
@@ -205,16 +206,18 @@ impl Ledger {
     /// the operator's stop (S14): the first SIGINT or SIGTERM claims nothing new and lets runs
     /// under way finish for `grace`; then, or at a second signal, they are killed and their
     /// claims returned without a failure; a third signal exits at once. Run ends go through this
-    /// machine's spool, so a crash never loses a run that finished.
+    /// machine's spool, so a crash never loses a run that finished. `inline`: SQLite on the
+    /// caller's thread ([`Access::inline`]).
     pub async fn running_engine(
         &self,
         config: Config,
         pause_file: PathBuf,
         grace: Duration,
+        inline: bool,
     ) -> Result<Engine<AnyStore>, RunningError> {
         daicho_engine::supervise::use_ledger(self.identity());
         let spool = daicho_engine::spool::Spool::new(self.spool_dir());
-        let engine = self.engine(config, pause_file, Access::default()).await?;
+        let engine = self.engine(config, pause_file, Access { read_only: false, inline }).await?;
         // The operator's stop is installed once the ledger is open: while it is still out of
         // reach, a signal ends the process as it would without daicho's handlers.
         let stop = daicho_engine::operator_stop(grace).map_err(RunningError::Signals)?;
@@ -229,10 +232,11 @@ impl Ledger {
         config: Config,
         pause_file: PathBuf,
         grace: Duration,
+        inline: bool,
     ) -> Result<Engine<AnyStore>, RunningError> {
         let mut backoff = Duration::from_millis(200);
         loop {
-            match self.running_engine(config.clone(), pause_file.clone(), grace).await {
+            match self.running_engine(config.clone(), pause_file.clone(), grace, inline).await {
                 Err(RunningError::Ledger(e)) if e.is_retryable() => {
                     tracing::warn!("the ledger is unavailable, trying again in {backoff:?}: {e}");
                     tokio::time::sleep(backoff).await;

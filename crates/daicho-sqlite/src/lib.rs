@@ -61,8 +61,9 @@ pub struct SqliteOptions {
     pub read_only: bool,
     /// Run SQLite on the calling thread instead of tokio's blocking threads: for a one-shot
     /// command that is synchronous at heart (`add`, `ready`, `show`, …), so no thread is started
-    /// and no call is handed over (I5). Never for a process that does other work meanwhile
-    /// (executors, timers, a server): a call blocks its thread while it waits for the lock.
+    /// and no call is handed over (I5), and for a worker with one slot, whose loop awaits
+    /// nothing else while it reads or writes. Never for a task that shares its thread with
+    /// other work (a server, several runs): a call blocks its thread while it waits for the lock.
     pub inline: bool,
 }
 
@@ -300,6 +301,58 @@ impl SqliteStore {
     }
 }
 
+/// Records run ends in `tx`, each as [`Store::finish`] does: a stale one gets its own error and
+/// writes nothing; a backend error fails them all.
+fn finish_many_in(tx: &Transaction<'_>, finishes: &[Finish]) -> Result<Vec<Result<Task>>> {
+    let mut out = Vec::with_capacity(finishes.len());
+    for finish in finishes {
+        match runs::finish_in(tx, finish) {
+            Err(e @ StoreError::Backend { .. }) => return Err(e),
+            other => out.push(other),
+        }
+    }
+    Ok(out)
+}
+
+/// [`Store::claim_next`] in `tx`, with `sql` the head query of its scope.
+fn claim_next_in(
+    tx: &Transaction<'_>,
+    sql: &str,
+    now: Timestamp,
+    window: usize,
+    limit: usize,
+    pick: &mut Pick,
+) -> Result<Option<NextClaim>> {
+    if let Some(reason) = runs::paused_in(tx)? {
+        return Ok(Some(NextClaim { tried: Vec::new(), outcome: ClaimOutcome::Paused(reason) }));
+    }
+    // The head is read in the claim's own transaction, so the rows read are the rows claimed
+    // from (and the run ends committed before it in this transaction have already released
+    // their dependents).
+    let mut stmt = tx.prepare_cached(sql).map_err(backend)?;
+    let mut window = NextClaim::first_window(window, limit);
+    loop {
+        let head: Vec<Task> = stmt
+            .query_map(params![now.as_microsecond(), window as i64], read_task)
+            .and_then(|rows| rows.collect::<rusqlite::Result<_>>())
+            .map_err(backend)?;
+        let tried = pick(&head);
+        for request in &tried {
+            // The kill switch was looked at above, and the head is this transaction's.
+            let before = head.iter().find(|t| t.id == request.id);
+            match runs::claim_row_in(tx, request, before)? {
+                ClaimOutcome::NotClaimable => {}
+                outcome => return Ok(Some(NextClaim { tried, outcome })),
+            }
+        }
+        if !tried.is_empty() {
+            return Ok(Some(NextClaim { tried, outcome: ClaimOutcome::NotClaimable }));
+        }
+        let Some(wider) = NextClaim::wider_window(window, head.len(), limit) else { return Ok(None) };
+        window = wider;
+    }
+}
+
 fn open_connection(path: &Path, options: &SqliteOptions, immutable: bool) -> Result<Connection> {
     let cannot_open = |e| StoreError::backend_from(format_args!("cannot open {}", path.display()), e);
     if options.read_only {
@@ -480,37 +533,7 @@ impl Store for SqliteStore {
         mut pick: Pick,
     ) -> Result<Option<NextClaim>> {
         let sql = self.head_sql(scope);
-        self.write(move |tx| {
-            if let Some(reason) = runs::paused_in(tx)? {
-                return Ok(Some(NextClaim { tried: Vec::new(), outcome: ClaimOutcome::Paused(reason) }));
-            }
-            // The head is read in the claim's own transaction, so the rows read are the rows
-            // claimed from (and the run ends committed before it in this transaction have
-            // already released their dependents).
-            let mut stmt = tx.prepare_cached(&sql).map_err(backend)?;
-            let mut window = NextClaim::first_window(window, limit);
-            loop {
-                let head: Vec<Task> = stmt
-                    .query_map(params![now.as_microsecond(), window as i64], read_task)
-                    .and_then(|rows| rows.collect::<rusqlite::Result<_>>())
-                    .map_err(backend)?;
-                let tried = pick(&head);
-                for request in &tried {
-                    // The kill switch was looked at above, and the head is this transaction's.
-                    let before = head.iter().find(|t| t.id == request.id);
-                    match runs::claim_row_in(tx, request, before)? {
-                        ClaimOutcome::NotClaimable => {}
-                        outcome => return Ok(Some(NextClaim { tried, outcome })),
-                    }
-                }
-                if !tried.is_empty() {
-                    return Ok(Some(NextClaim { tried, outcome: ClaimOutcome::NotClaimable }));
-                }
-                let Some(wider) = NextClaim::wider_window(window, head.len(), limit) else { return Ok(None) };
-                window = wider;
-            }
-        })
-        .await
+        self.write(move |tx| claim_next_in(tx, &sql, now, window, limit, &mut pick)).await
     }
 
     fn claims_one_at_a_time(&self) -> bool {
@@ -518,17 +541,31 @@ impl Store for SqliteStore {
     }
 
     async fn finish_many(&self, finishes: Vec<Finish>) -> Result<Vec<Result<Task>>> {
-        self.write(move |tx| {
-            let mut out = Vec::with_capacity(finishes.len());
-            for finish in &finishes {
-                match runs::finish_in(tx, finish) {
-                    Err(e @ StoreError::Backend { .. }) => return Err(e),
-                    other => out.push(other),
-                }
-            }
-            Ok(out)
-        })
-        .await
+        self.write(move |tx| finish_many_in(tx, &finishes)).await
+    }
+
+    async fn finish_and_claim_next(
+        &self,
+        finishes: Vec<Finish>,
+        now: Timestamp,
+        scope: ClaimScope,
+        window: usize,
+        limit: usize,
+        mut pick: Pick,
+    ) -> (Result<Vec<Result<Task>>>, Result<Option<NextClaim>>) {
+        // One write, so one commit and one hand-off to the writer's thread (I5): the ends first,
+        // then the head, read after them (so the rows they released are in it), and the claim.
+        let (sql, ends) = (self.head_sql(scope), finishes.clone());
+        let both = self.write(move |tx| {
+            let ends = finish_many_in(tx, &ends)?;
+            Ok((ends, claim_next_in(tx, &sql, now, window, limit, &mut pick)?))
+        });
+        match both.await {
+            Ok((ends, next)) => (Ok(ends), Ok(next)),
+            // The ends do not wait on the claim: recorded on their own, the claim's error kept.
+            Err(e) if finishes.is_empty() => (Ok(Vec::new()), Err(e)),
+            Err(e) => (self.finish_many(finishes).await, Err(e)),
+        }
     }
 
     async fn heartbeat(&self, id: TaskId, attempt: u32, worker: &str, until: Timestamp) -> Result<()> {

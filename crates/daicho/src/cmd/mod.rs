@@ -49,8 +49,8 @@ pub struct Context {
     pub config: Option<PathBuf>,
     /// `--grace`: how long runs under way may finish after an operator's stop.
     pub grace: std::time::Duration,
-    /// A one-shot command that runs no executor, source command or server: SQLite runs on its
-    /// own thread, with no hand-off to a blocking thread per call (I5).
+    /// A command synchronous at heart ([`synchronous`]): SQLite runs on its own thread, with no
+    /// hand-off to a blocking thread per call (I5).
     pub inline: bool,
     /// Whether stdout is a terminal (tables wrap to fit it).
     pub terminal: bool,
@@ -124,13 +124,13 @@ impl Context {
     /// The engine of a command that runs executors (`run`, `sweep`), under the operator's stop
     /// (S14; [`Ledger::running_engine`]).
     pub async fn running_engine(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
-        Ok(self.db.running_engine(config, self.pause_file(), self.grace).await?)
+        Ok(self.db.running_engine(config, self.pause_file(), self.grace, self.inline).await?)
     }
 
     /// [`Context::running_engine`] for the long-running commands (`worker`, `serve`): a ledger
     /// out of reach for now is waited for ([`Ledger::running_engine_patiently`]).
     pub async fn running_engine_patiently(&self, config: Config) -> anyhow::Result<Engine<AnyStore>> {
-        Ok(self.db.running_engine_patiently(config, self.pause_file(), self.grace).await?)
+        Ok(self.db.running_engine_patiently(config, self.pause_file(), self.grace, self.inline).await?)
     }
 
     /// How this command opens the ledger: `read_only` for a command that writes nothing.
@@ -206,8 +206,14 @@ pub fn duration(text: &str) -> Result<std::time::Duration, String> {
 }
 
 /// Whether `command` is synchronous at heart: it reads or writes the ledger and prints, and runs
-/// no executor, source command, timer or server meanwhile (those keep SQLite off their thread).
+/// no executor, source command, timer or server meanwhile (those keep SQLite off their thread);
+/// or it is a worker with one slot, which claims, runs and records in turn: its loop awaits
+/// nothing else while it reads or writes (the run's keepers are tasks of their own, on the
+/// runtime's other thread), and a hand-off per call was a third of its CPU (I5).
 fn synchronous(command: &Command) -> bool {
+    if let Command::Worker(args) = command {
+        return args.concurrency == 1;
+    }
     matches!(
         command,
         Command::Add(_)
