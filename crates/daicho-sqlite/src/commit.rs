@@ -25,6 +25,7 @@ use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use daicho_store::{Result, StoreError};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
@@ -200,10 +201,35 @@ impl Queue {
     /// that exits once answered leaves it done).
     pub(crate) fn lead(
         &self,
-        mut conn: Option<Connection>,
+        conn: Option<Connection>,
         connect: impl Fn() -> Result<Connection>,
         after_commit: impl Fn(&Connection),
     ) -> Option<Connection> {
+        self.lead_with(conn, connect, after_commit, None).0
+    }
+
+    /// [`Queue::lead`] on a thread that must not wait for the write lock: when another
+    /// connection holds it at the first transaction, the lead stops at once with every write
+    /// still queued and the lead still taken, and the answer is `false`: the caller hands the
+    /// lead on to a thread that may wait. `busy_timeout` is the connection's own, given back
+    /// once the lock is taken.
+    pub(crate) fn lead_unless_busy(
+        &self,
+        conn: Option<Connection>,
+        connect: impl Fn() -> Result<Connection>,
+        after_commit: impl Fn(&Connection),
+        busy_timeout: Duration,
+    ) -> (Option<Connection>, bool) {
+        self.lead_with(conn, connect, after_commit, Some(busy_timeout))
+    }
+
+    fn lead_with(
+        &self,
+        mut conn: Option<Connection>,
+        connect: impl Fn() -> Result<Connection>,
+        after_commit: impl Fn(&Connection),
+        mut no_wait: Option<Duration>,
+    ) -> (Option<Connection>, bool) {
         let _unwinding = Unwinding(self);
         while let Some(batch) = self.next_batch() {
             let c = match conn.take().map_or_else(&connect, Ok) {
@@ -213,18 +239,33 @@ impl Queue {
                     continue;
                 }
             };
-            match self.run_batch(c, batch, &after_commit) {
+            let restore = no_wait.take();
+            if restore.is_some() {
+                let _ = c.busy_timeout(Duration::ZERO);
+            }
+            let lead = self.run_batch(c, batch, &after_commit, restore);
+            if let Some(busy_timeout) = restore {
+                let _ = c.busy_timeout(busy_timeout);
+            }
+            match lead {
                 Lead::Ended => break,
-                Lead::On(rest) if !rest.is_empty() => {
-                    let mut state = self.state();
-                    for job in rest.into_iter().rev() {
-                        state.jobs.push_front(job);
-                    }
-                }
+                Lead::On(rest) if !rest.is_empty() => self.put_back(rest),
                 Lead::On(_) => {}
+                Lead::Busy(batch) => {
+                    self.put_back(batch);
+                    return (conn, false);
+                }
             }
         }
-        conn
+        (conn, true)
+    }
+
+    /// Puts `jobs` back at the front of the queue, in their order.
+    fn put_back(&self, jobs: Vec<Job>) {
+        let mut state = self.state();
+        for job in jobs.into_iter().rev() {
+            state.jobs.push_front(job);
+        }
     }
 
     /// Ends the lead when no write is queued; true when it did. Once it returns true, this
@@ -248,16 +289,21 @@ impl Queue {
     /// function of the transaction alone (it keeps nothing of a run rolled back), so running it
     /// again gives what its first run would have kept. A batch of one needs no second run: its
     /// write's failure rolls back the transaction it had alone.
+    ///
+    /// `no_wait`: the write lock is taken only if it is free now ([`Queue::lead_unless_busy`]),
+    /// then the connection's busy timeout given back.
     fn run_batch(
         &self,
         conn: &mut Connection,
         mut batch: Vec<Job>,
         after_commit: impl Fn(&Connection),
+        no_wait: Option<Duration>,
     ) -> Lead {
-        match self.run_plain(conn, &mut batch, &after_commit) {
+        match self.run_plain(conn, &mut batch, &after_commit, no_wait) {
             Plain::Done(lead) => lead,
             Plain::Rest(rest) => Lead::On(rest),
             Plain::Failed => self.run_in_savepoints(conn, batch, &after_commit),
+            Plain::Busy => Lead::Busy(batch),
         }
     }
 
@@ -269,14 +315,20 @@ impl Queue {
         conn: &mut Connection,
         batch: &mut Vec<Job>,
         after_commit: &impl Fn(&Connection),
+        no_wait: Option<Duration>,
     ) -> Plain {
         let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
+            Err(e) if no_wait.is_some() && is_busy(&e) => return Plain::Busy,
             Err(e) => {
                 answer_all(std::mem::take(batch), &backend(e));
                 return Plain::Done(Lead::On(Vec::new()));
             }
         };
+        // The lock is taken: a wait from here on is the connection's own.
+        if let Some(busy_timeout) = no_wait {
+            let _ = tx.busy_timeout(busy_timeout);
+        }
         for i in 0..batch.len() {
             let ok = catch_unwind(AssertUnwindSafe(|| batch[i].run(&tx))).unwrap_or(false);
             if tx.is_autocommit() {
@@ -387,6 +439,9 @@ enum Lead {
     On(Vec<Job>),
     /// It ended with the queue empty, before answering the batch's writes.
     Ended,
+    /// The write lock was held elsewhere and this lead may not wait: these writes were not
+    /// run ([`Queue::lead_unless_busy`]).
+    Busy(Vec<Job>),
 }
 
 /// How the first run of a batch ([`Queue::run_plain`]) ended.
@@ -398,6 +453,14 @@ enum Plain {
     Rest(Vec<Job>),
     /// A write of several failed: the transaction rolled back, nothing answered.
     Failed,
+    /// The write lock was held elsewhere and the lead may not wait: nothing run or answered.
+    Busy,
+}
+
+/// Whether `error` says another connection holds the lock.
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(error, rusqlite::Error::SqliteFailure(e, _)
+        if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
 }
 
 /// The error of the writes of a transaction SQLite rolled back inside one of them.
@@ -604,6 +667,52 @@ mod tests {
             "a write not yet run goes on in the next commit"
         );
         assert_eq!(rows(&conn), ["after"]);
+    }
+
+    /// I5, S14: a lead that may not wait for the write lock (SQLite on a worker's own thread)
+    /// stops at once while another connection holds it, running and answering nothing, with the
+    /// write still queued and the lead still taken (no new write leads); the lead handed on runs
+    /// it once the lock is free, on the connection's own busy timeout.
+    #[test]
+    fn i5_s14_a_lead_that_may_not_wait_hands_a_held_lock_on_with_the_writes_queued() {
+        let (dir, conn) = table();
+        let other = Connection::open(dir.path().join("t.db")).expect("open");
+        other.execute_batch("BEGIN IMMEDIATE").expect("the lock");
+        let busy_timeout = std::time::Duration::from_secs(5);
+        conn.busy_timeout(busy_timeout).expect("timeout");
+        let q = Queue::default();
+        let mut a = queue(&q, |tx| insert(tx, "a"));
+        let started = std::time::Instant::now();
+        let (conn, led) = q.lead_unless_busy(Some(conn), no_connect, |_| {}, busy_timeout);
+        assert!(!led, "the lock is held elsewhere");
+        assert!(started.elapsed() < busy_timeout / 5, "it did not wait: {:?}", started.elapsed());
+        assert!(a.try_recv().is_err(), "not answered");
+        let b = queue(&q, |tx| insert(tx, "b"));
+        assert!(!q.state().jobs.is_empty() && q.state().leading, "queued, and the lead still taken");
+        let unlock = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            other.execute_batch("ROLLBACK").expect("unlock");
+        });
+        let conn = q.lead(conn, no_connect, |_| {}).expect("the connection back");
+        unlock.join().expect("unlocked");
+        assert!(a.blocking_recv().expect("answered").is_ok(), "run once the lock is free");
+        assert!(b.blocking_recv().expect("answered").is_ok());
+        assert_eq!(rows(&conn), ["a", "b"]);
+        assert_eq!(q.commits(), 1, "both in one commit");
+    }
+
+    /// I5: with the lock free, a lead that may not wait runs and answers its writes as any lead.
+    #[test]
+    fn i5_a_lead_that_may_not_wait_runs_its_writes_when_the_lock_is_free() {
+        let (_dir, conn) = table();
+        let q = Queue::default();
+        let a = queue(&q, |tx| insert(tx, "a"));
+        let (conn, led) =
+            q.lead_unless_busy(Some(conn), no_connect, |_| {}, std::time::Duration::from_secs(5));
+        assert!(led);
+        assert!(a.blocking_recv().expect("answered").is_ok());
+        assert_eq!(rows(&conn.expect("the connection back")), ["a"]);
+        assert!(!q.state().leading, "the lead ended with the queue empty");
     }
 
     #[test]

@@ -111,15 +111,27 @@ impl Drop for Leader {
 
 /// Drains the queued writes on a pooled connection ([`commit::Queue::lead`]), on this thread.
 fn lead(inner: &Inner) {
+    lead_as(inner, false);
+}
+
+/// [`lead`]; with `no_wait`, only if the write lock is free now: false when another connection
+/// holds it, the writes still queued and the lead still taken ([`commit::Queue::lead_unless_busy`]).
+fn lead_as(inner: &Inner, no_wait: bool) -> bool {
     let idle = inner.idle.lock().ok().and_then(|mut idle| idle.pop());
     let connect = || open_connection(&inner.path, &inner.options, inner.immutable);
     let (busy_timeout, wal) = (inner.options.busy_timeout, wal_of(&inner.path));
-    let conn = inner.writes.lead(idle, connect, |c| truncate_a_large_wal(c, &wal, busy_timeout));
+    let after_commit = |c: &Connection| truncate_a_large_wal(c, &wal, busy_timeout);
+    let (conn, led) = if no_wait {
+        inner.writes.lead_unless_busy(idle, connect, after_commit, busy_timeout)
+    } else {
+        (inner.writes.lead(idle, connect, after_commit), true)
+    };
     if let Some(conn) = conn.filter(Connection::is_autocommit)
         && let Ok(mut idle) = inner.idle.lock()
     {
         idle.push(conn);
     }
+    led
 }
 
 /// Wraps a SQLite error as a store error.
@@ -229,7 +241,13 @@ impl SqliteStore {
         let must_lead =
             self.inner.writes.push(Box::new(commit::Pending::new(f, sender, alone, Arc::clone(&claim))));
         if must_lead && self.inner.options.inline {
-            lead(&self.inner);
+            // On this thread while the write lock is free; held by another process, the write
+            // waits for it on a blocking thread instead, so that this thread's caller keeps its
+            // timers meanwhile (a one-slot worker syncs its spooled ends after a second, S14).
+            if !lead_as(&self.inner, true) {
+                let inner = Arc::clone(&self.inner);
+                tokio::task::spawn_blocking(move || lead(&inner));
+            }
         } else if must_lead {
             // Writes issued together with this one (futures joined: a worker's run ends and its
             // next claims) reach the queue during one yield and share this commit. The leader
