@@ -578,12 +578,7 @@ impl Store for SqliteStore {
             let ends = finish_many_in(tx, &ends)?;
             Ok((ends, claim_next_in(tx, &sql, now, window, limit, &mut pick)?))
         });
-        match both.await {
-            Ok((ends, next)) => (Ok(ends), Ok(next)),
-            // The ends do not wait on the claim: recorded on their own, the claim's error kept.
-            Err(e) if finishes.is_empty() => (Ok(Vec::new()), Err(e)),
-            Err(e) => (self.finish_many(finishes).await, Err(e)),
-        }
+        daicho_store::ends_alone_if_failed(self, both.await, finishes).await
     }
 
     async fn heartbeat(&self, id: TaskId, attempt: u32, worker: &str, until: Timestamp) -> Result<()> {

@@ -59,6 +59,7 @@ macro_rules! store_contract_tests {
             i5_claims_of_the_same_head_take_different_rows_in_one_write_each,
             i5_claim_next_claims_the_first_row_its_pick_takes_in_run_order,
             i5_a_workers_turn_records_its_ends_then_claims_the_row_they_released,
+            s14_a_workers_turn_that_failed_records_its_ends_alone,
             i5_a_claim_and_a_run_end_return_the_row_as_stored,
             i5_run_ends_side_by_side_keep_a_shared_dependents_count_exact,
             s3_three_failures_park_the_row,
@@ -1202,6 +1203,27 @@ pub async fn i5_a_workers_turn_records_its_ends_then_claims_the_row_they_release
     assert!(ends.expect("nothing to record").is_empty());
     assert!(next.expect("the look").is_none(), "nothing ready");
     assert_eq!(store.change_mark().await.expect("mark"), mark, "nothing was written");
+}
+
+/// S14, I5: when a worker's turn failed as one transaction, its ends are recorded on their own
+/// (`ends_alone_if_failed`, what both backends answer then) and the claim keeps the error; with
+/// no ends, nothing is written.
+pub async fn s14_a_workers_turn_that_failed_records_its_ends_alone<B: Backend>(backend: &B) {
+    let store = backend.open().await;
+    let added = store.upsert(batch(vec![item("ends alone")])).await.expect("upsert").added;
+    let task = claimed(&store, claim_request(added[0], "w", t0())).await;
+    let failed = || Err(StoreError::Unavailable("the turn's transaction failed".into()));
+    let mark = store.change_mark().await.expect("mark");
+    let (ends, next) = crate::ends_alone_if_failed(&store, failed(), Vec::new()).await;
+    assert!(ends.expect("nothing to record").is_empty());
+    assert!(matches!(next, Err(StoreError::Unavailable(_))), "the claim keeps the error: {next:?}");
+    assert_eq!(store.change_mark().await.expect("mark"), mark, "nothing was written");
+    let finishes = vec![finish(&task, "w", success(Status::Done))];
+    let (ends, next) = crate::ends_alone_if_failed(&store, failed(), finishes).await;
+    let ends = ends.expect("the ends are recorded");
+    assert_eq!(ends[0].as_ref().expect("recorded").status, Status::Done);
+    assert!(matches!(next, Err(StoreError::Unavailable(_))), "the claim keeps the error: {next:?}");
+    assert_eq!(store.get(task.id).await.expect("get").expect("the row").status, Status::Done);
 }
 
 /// S3: a failure counts, puts the row back to pending and stops; the third parks it.

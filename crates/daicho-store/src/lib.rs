@@ -606,6 +606,21 @@ pub async fn cross_view<S: Store>(
     Ok(daicho_core::view::from_heads(&heads, dashboards, &options))
 }
 
+/// What a store's one-transaction [`Store::finish_and_claim_next`] answers given `both`, its
+/// outcome: should that transaction fail, the ends do not wait on the claim — they are recorded
+/// on their own (`finishes`, as given to it), and the claim keeps the error. Both backends'.
+pub async fn ends_alone_if_failed<S: Store>(
+    store: &S,
+    both: Result<(Vec<Result<Task>>, Option<NextClaim>)>,
+    finishes: Vec<Finish>,
+) -> (Result<Vec<Result<Task>>>, Result<Option<NextClaim>>) {
+    match both {
+        Ok((ends, next)) => (Ok(ends), Ok(next)),
+        Err(e) if finishes.is_empty() => (Ok(Vec::new()), Err(e)),
+        Err(e) => (store.finish_many(finishes).await, Err(e)),
+    }
+}
+
 /// Status counts from a backend's `(project, status, count)` rows, by project then status (in the
 /// ledger's status order). An unknown status name is ignored.
 pub fn sorted_counts(rows: Vec<(String, String, i64)>) -> Vec<StatusCount> {
