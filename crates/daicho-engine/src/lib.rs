@@ -422,6 +422,17 @@ impl<S: Store + 'static> Engine<S> {
         self
     }
 
+    /// Whether the lease of `spooled`'s run, still current, runs out within [`spool::SYNC_AFTER`]
+    /// from now: the next count of lost runs would count it.
+    async fn lease_runs_out(&self, id: TaskId, spooled: &spool::SpooledEnd) -> Result<bool, StoreError> {
+        let soon = self.now() + spool::SYNC_AFTER;
+        Ok(self.store.get(id).await?.is_some_and(|row| {
+            row.status == Status::Running
+                && row.attempt == spooled.attempt
+                && row.lease.is_some_and(|lease| lease.owner == spooled.worker && lease.expires_at <= soon)
+        }))
+    }
+
     /// Records the run ends an earlier daicho on this machine left in the spool — those whose
     /// worker process is gone, and those a living worker has not recorded within
     /// [`spool::SYNC_AFTER`] — each fenced by its attempt and worker; drops those no longer
@@ -460,10 +471,15 @@ impl<S: Store + 'static> Engine<S> {
             }
             // Another worker's end is left to it while it lives and records promptly; one that
             // has waited in the spool past `SYNC_AFTER` (its worker is held up: the ledger locked,
-            // the database out of reach) is recorded by whoever looks first, so that its lease
-            // running out meanwhile never counts a finished run lost (S4, S14). Its worker's own
-            // record then finds it recorded.
-            if !owner_is_gone(&spooled.worker) && !spool.overdue(id, spooled.attempt) {
+            // the database out of reach), or whose lease runs out within that time (it ran out
+            // while the ledger was locked and the end came just before the lock went), is
+            // recorded by whoever looks first, so that the count of lost runs that follows never
+            // counts a finished run lost (S4, S14). Its worker's own record then finds it
+            // recorded.
+            if !owner_is_gone(&spooled.worker)
+                && !spool.overdue(id, spooled.attempt)
+                && !self.lease_runs_out(id, &spooled).await?
+            {
                 continue;
             }
             let (end, mut found, push_error) = match spooled.end.clone() {

@@ -219,6 +219,38 @@ async fn s14_a_running_worker_records_an_end_left_in_the_spool_meanwhile() {
     assert_eq!(totals.recovered, 1);
 }
 
+/// S4, S14: a young end of a living worker whose lease ran out meanwhile (it ran out while the
+/// ledger was locked, and the run ended just before the lock went) is recorded by the next look
+/// at the spool, not left to the count of lost runs that follows it.
+#[tokio::test]
+async fn s14_a_young_end_whose_lease_ran_out_is_recorded_not_counted_lost() {
+    let mut living =
+        std::process::Command::new("sh").args(["-c", "sleep 60", "daicho-worker"]).spawn().expect("spawn sh");
+    let worker = format!("{}:{}", daicho_engine::host_name(), living.id());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, engine, spool, worker, task) = claimed_by(&dir, worker).await;
+    spool.put(task.id, &spooled(&task, &worker)).expect("spool");
+    assert_eq!(
+        engine.recover_spooled().await.expect("recover"),
+        0,
+        "young, lease current: left to its worker"
+    );
+    // Another daicho of this machine looks once the lease has run out, the end still young.
+    let expires = task.lease.as_ref().expect("a lease").expires_at;
+    let clock =
+        Arc::new(daicho_engine::clock::ManualClock::new(expires + jiff::SignedDuration::from_secs(1)));
+    let sweeper = Engine::new(Arc::clone(&store), config(), None)
+        .with_spool(spool.clone())
+        .with_clock(clock as Arc<dyn daicho_engine::clock::Clock>);
+    assert!(!spool.overdue(task.id, task.attempt), "the end is young");
+    let swept = sweeper.sweep(daicho_engine::Role::RunRequested, 0).await.expect("sweep");
+    assert_eq!((swept.recovered, swept.lost.len()), (1, 0), "recorded, not counted lost: {swept:?}");
+    let row = store.get(task.id).await.expect("get").expect("row");
+    assert_eq!((row.status, row.failures, row.result.as_str()), (Status::Done, 0, "surveyed"));
+    let _ = living.kill();
+    let _ = living.wait();
+}
+
 /// S4, S14: an end a living worker spooled and could not record (the ledger was locked, say) is
 /// left to it while young, and recorded by the next daicho that looks once it has waited past
 /// `SYNC_AFTER`, so the lease running out meanwhile never counts the finished run lost.
