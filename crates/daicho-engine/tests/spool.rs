@@ -219,22 +219,40 @@ async fn s14_a_running_worker_records_an_end_left_in_the_spool_meanwhile() {
     assert_eq!(totals.recovered, 1);
 }
 
+/// A living daicho of this machine (a process whose command line names daicho), killed when
+/// dropped.
+struct Living(std::process::Child);
+
+impl Drop for Living {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A task claimed by a living worker of this machine and that run's end in the spool, just
+/// written: a look at the spool leaves it to its worker.
+async fn young_end_of_a_living_worker(
+    dir: &tempfile::TempDir,
+) -> (Living, Arc<SqliteStore>, Arc<Engine<SqliteStore>>, Spool, daicho_core::Task) {
+    let living = Living(
+        std::process::Command::new("sh").args(["-c", "sleep 60", "daicho-worker"]).spawn().expect("spawn sh"),
+    );
+    let worker = format!("{}:{}", daicho_engine::host_name(), living.0.id());
+    let (store, engine, spool, worker, task) = claimed_by(dir, worker).await;
+    spool.put(task.id, &spooled(&task, &worker)).expect("spool");
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 0, "young: left to its worker");
+    assert_eq!(store.get(task.id).await.expect("get").expect("row").status, Status::Running);
+    (living, store, engine, spool, task)
+}
+
 /// S4, S14: a young end of a living worker whose lease ran out meanwhile (it ran out while the
 /// ledger was locked, and the run ended just before the lock went) is recorded by the next look
 /// at the spool, not left to the count of lost runs that follows it.
 #[tokio::test]
 async fn s14_a_young_end_whose_lease_ran_out_is_recorded_not_counted_lost() {
-    let mut living =
-        std::process::Command::new("sh").args(["-c", "sleep 60", "daicho-worker"]).spawn().expect("spawn sh");
-    let worker = format!("{}:{}", daicho_engine::host_name(), living.id());
     let dir = tempfile::tempdir().expect("tempdir");
-    let (store, engine, spool, worker, task) = claimed_by(&dir, worker).await;
-    spool.put(task.id, &spooled(&task, &worker)).expect("spool");
-    assert_eq!(
-        engine.recover_spooled().await.expect("recover"),
-        0,
-        "young, lease current: left to its worker"
-    );
+    let (_living, store, _engine, spool, task) = young_end_of_a_living_worker(&dir).await;
     // Another daicho of this machine looks once the lease has run out, the end still young.
     let expires = task.lease.as_ref().expect("a lease").expires_at;
     let clock =
@@ -247,8 +265,6 @@ async fn s14_a_young_end_whose_lease_ran_out_is_recorded_not_counted_lost() {
     assert_eq!((swept.recovered, swept.lost.len()), (1, 0), "recorded, not counted lost: {swept:?}");
     let row = store.get(task.id).await.expect("get").expect("row");
     assert_eq!((row.status, row.failures, row.result.as_str()), (Status::Done, 0, "surveyed"));
-    let _ = living.kill();
-    let _ = living.wait();
 }
 
 /// S4, S14: an end a living worker spooled and could not record (the ledger was locked, say) is
@@ -256,15 +272,8 @@ async fn s14_a_young_end_whose_lease_ran_out_is_recorded_not_counted_lost() {
 /// `SYNC_AFTER`, so the lease running out meanwhile never counts the finished run lost.
 #[tokio::test]
 async fn s14_an_end_a_living_worker_could_not_record_is_recorded_by_the_next_look() {
-    // A living daicho of this machine: a process whose command line names daicho.
-    let mut living =
-        std::process::Command::new("sh").args(["-c", "sleep 60", "daicho-worker"]).spawn().expect("spawn sh");
-    let worker = format!("{}:{}", daicho_engine::host_name(), living.id());
     let dir = tempfile::tempdir().expect("tempdir");
-    let (store, engine, spool, worker, task) = claimed_by(&dir, worker).await;
-    spool.put(task.id, &spooled(&task, &worker)).expect("spool");
-    assert_eq!(engine.recover_spooled().await.expect("recover"), 0, "young: left to its worker");
-    assert_eq!(store.get(task.id).await.expect("get").expect("row").status, Status::Running);
+    let (_living, store, engine, spool, task) = young_end_of_a_living_worker(&dir).await;
     let file = std::fs::File::options()
         .write(true)
         .open(spool.dir().join(format!("{}-{}.json", task.id, task.attempt)))
@@ -276,6 +285,4 @@ async fn s14_an_end_a_living_worker_could_not_record_is_recorded_by_the_next_loo
     assert_eq!((row.status, row.result.as_str()), (Status::Done, "surveyed"));
     assert_eq!(titles(&store).await, ["fix the parser found on the way", "survey the code"]);
     assert!(spool.list().0.is_empty());
-    let _ = living.kill();
-    let _ = living.wait();
 }
