@@ -688,7 +688,11 @@ mod tests {
         assert!(started.elapsed() < busy_timeout / 5, "it did not wait: {:?}", started.elapsed());
         assert!(a.try_recv().is_err(), "not answered");
         let b = queue(&q, |tx| insert(tx, "b"));
-        assert!(!q.state().jobs.is_empty() && q.state().leading, "queued, and the lead still taken");
+        let (queued, leading) = {
+            let state = q.state();
+            (state.jobs.len(), state.leading)
+        };
+        assert_eq!((queued, leading), (2, true), "both queued, and the lead still taken");
         let unlock = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(200));
             other.execute_batch("ROLLBACK").expect("unlock");
