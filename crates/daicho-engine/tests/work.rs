@@ -147,7 +147,8 @@ async fn s14_an_end_held_up_by_a_lock_past_its_lease_is_recorded_not_counted_los
 }
 
 /// S14, S4: the same with SQLite on the worker loop's own thread (`daicho worker` with one slot):
-/// the loop's thread waits out each busy timeout, and the end is still recorded, not lost.
+/// a write that meets the lock waits for it on a blocking thread, and the end is still recorded,
+/// not lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s14_an_end_held_up_by_a_lock_on_the_loop_thread_is_recorded_not_counted_lost() {
     end_held_up_by_a_lock(true).await;

@@ -209,7 +209,7 @@ pub fn duration(text: &str) -> Result<std::time::Duration, String> {
 /// no executor, source command, timer or server meanwhile (those keep SQLite off their thread);
 /// or it is a worker with one slot, which claims, runs and records in turn: its loop awaits
 /// nothing else while it reads or writes (the run's keepers are tasks of their own, on the
-/// runtime's other thread), and a hand-off per call was a third of its CPU (I5).
+/// runtime's other thread), and a hand-off per call was about a fifth of its CPU (I5).
 fn synchronous(command: &Command) -> bool {
     if let Command::Worker(args) = command {
         return args.concurrency == 1;
