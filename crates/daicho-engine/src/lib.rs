@@ -435,10 +435,10 @@ impl<S: Store + 'static> Engine<S> {
 
     /// Records the run ends an earlier daicho on this machine left in the spool — those whose
     /// worker process is gone, and those a living worker has not recorded within
-    /// [`spool::SYNC_AFTER`] — each fenced by its attempt and worker; drops those no longer
-    /// current. First the ends a run's supervisor kept for a worker that died before it spooled
-    /// them are spooled ([`spool::RunExit`]). The tasks a run found are pushed with its end, and also when the ledger already
-    /// holds that end (its worker died between the record and the push, or, for this engine's
+    /// [`spool::SYNC_AFTER`] or whose lease runs out within it — each fenced by its attempt and
+    /// worker; drops those no longer current. First the ends a run's supervisor kept for a
+    /// worker that died before it spooled them are spooled ([`spool::RunExit`]). The tasks a run
+    /// found are pushed with its end, and also when the ledger already holds that end (its worker died between the record and the push, or, for this engine's
     /// own ends, the push met a store fault; X2). Returns how many ends were recorded.
     ///
     /// # Errors
