@@ -221,6 +221,114 @@ END;
     // pages in its commit (the row's old and new status); a filter by project and status reads
     // `task_project` or `task_ready` instead.
     "DROP INDEX IF EXISTS task_project_status;",
+    // 10 (I5): fewer pages in every commit. The counts kept with the rows (4, 6, 8: project ×
+    // status, the ready set, runs per action) move into one table, `tally`, so a claim or a run
+    // end writes one page of counts where it wrote three; the old names stay as views and every
+    // reader reads them as before. They are counted afresh from the rows. And the journal loses
+    // AUTOINCREMENT: its rows are never deleted, so the next `seq` is still the largest plus one,
+    // without a write to `sqlite_sequence` in every commit that journals.
+    r#"
+DROP TRIGGER IF EXISTS task_count_insert;
+DROP TRIGGER IF EXISTS task_count_delete;
+DROP TRIGGER IF EXISTS task_count_update;
+DROP TRIGGER IF EXISTS ready_count_insert;
+DROP TRIGGER IF EXISTS ready_count_delete;
+DROP TRIGGER IF EXISTS ready_count_update;
+DROP TRIGGER IF EXISTS run_count_insert;
+DROP TRIGGER IF EXISTS run_count_update;
+DROP TRIGGER IF EXISTS run_count_delete;
+DROP TABLE IF EXISTS task_count;
+DROP TABLE IF EXISTS ready_count;
+DROP TABLE IF EXISTS run_count;
+CREATE TABLE tally (
+    kind       TEXT    NOT NULL CHECK (kind IN ('task', 'ready', 'run')),
+    name       TEXT    NOT NULL,
+    status     TEXT    NOT NULL,
+    n          INTEGER NOT NULL,
+    successes  INTEGER NOT NULL DEFAULT 0,
+    failures   INTEGER NOT NULL DEFAULT 0,
+    running    INTEGER NOT NULL DEFAULT 0,
+    tokens_in  INTEGER NOT NULL DEFAULT 0,
+    tokens_out INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, name, status)
+) WITHOUT ROWID;
+INSERT INTO tally (kind, name, status, n) SELECT 'task', project, status, count(*) FROM task GROUP BY project, status;
+INSERT INTO tally (kind, name, status, n)
+    SELECT 'ready', '', '', count(*) FROM task WHERE status = 'pending' AND unmet_deps = 0;
+INSERT INTO tally (kind, name, status, n, successes, failures, running, tokens_in, tokens_out)
+    SELECT 'run', action, '', count(*), sum(outcome = 'success'), sum(outcome IN ('failure', 'timeout', 'lost')),
+        sum(outcome = 'running'), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0)
+    FROM run GROUP BY action;
+CREATE VIEW task_count AS SELECT name AS project, status, n FROM tally WHERE kind = 'task';
+CREATE VIEW ready_count AS SELECT n FROM tally WHERE kind = 'ready';
+CREATE VIEW run_count AS SELECT name AS action, n AS runs, successes, failures, running, tokens_in, tokens_out
+    FROM tally WHERE kind = 'run';
+CREATE TRIGGER tally_task_insert AFTER INSERT ON task BEGIN
+    INSERT INTO tally (kind, name, status, n) VALUES ('task', NEW.project, NEW.status, 1)
+        ON CONFLICT (kind, name, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER tally_task_delete AFTER DELETE ON task BEGIN
+    UPDATE tally SET n = n - 1 WHERE kind = 'task' AND name = OLD.project AND status = OLD.status;
+END;
+CREATE TRIGGER tally_task_update AFTER UPDATE OF project, status ON task
+WHEN OLD.project IS NOT NEW.project OR OLD.status IS NOT NEW.status BEGIN
+    UPDATE tally SET n = n - 1 WHERE kind = 'task' AND name = OLD.project AND status = OLD.status;
+    INSERT INTO tally (kind, name, status, n) VALUES ('task', NEW.project, NEW.status, 1)
+        ON CONFLICT (kind, name, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER tally_ready_insert AFTER INSERT ON task
+WHEN NEW.status = 'pending' AND NEW.unmet_deps = 0 BEGIN
+    UPDATE tally SET n = n + 1 WHERE kind = 'ready' AND name = '' AND status = '';
+END;
+CREATE TRIGGER tally_ready_delete AFTER DELETE ON task
+WHEN OLD.status = 'pending' AND OLD.unmet_deps = 0 BEGIN
+    UPDATE tally SET n = n - 1 WHERE kind = 'ready' AND name = '' AND status = '';
+END;
+CREATE TRIGGER tally_ready_update AFTER UPDATE OF status, unmet_deps ON task
+WHEN (OLD.status = 'pending' AND OLD.unmet_deps = 0) <> (NEW.status = 'pending' AND NEW.unmet_deps = 0) BEGIN
+    UPDATE tally SET n = n + (CASE WHEN NEW.status = 'pending' AND NEW.unmet_deps = 0 THEN 1 ELSE -1 END)
+        WHERE kind = 'ready' AND name = '' AND status = '';
+END;
+CREATE TRIGGER tally_run_insert AFTER INSERT ON run BEGIN
+    INSERT INTO tally (kind, name, status, n, successes, failures, running, tokens_in, tokens_out)
+        VALUES ('run', NEW.action, '', 1, NEW.outcome = 'success', NEW.outcome IN ('failure', 'timeout', 'lost'),
+            NEW.outcome = 'running', coalesce(NEW.tokens_in, 0), coalesce(NEW.tokens_out, 0))
+        ON CONFLICT (kind, name, status) DO UPDATE SET n = n + 1, successes = successes + excluded.successes,
+            failures = failures + excluded.failures, running = running + excluded.running,
+            tokens_in = tokens_in + excluded.tokens_in, tokens_out = tokens_out + excluded.tokens_out;
+END;
+CREATE TRIGGER tally_run_update AFTER UPDATE OF outcome, tokens_in, tokens_out ON run BEGIN
+    UPDATE tally SET successes = successes + (NEW.outcome = 'success') - (OLD.outcome = 'success'),
+        failures = failures + (NEW.outcome IN ('failure', 'timeout', 'lost'))
+            - (OLD.outcome IN ('failure', 'timeout', 'lost')),
+        running = running + (NEW.outcome = 'running') - (OLD.outcome = 'running'),
+        tokens_in = tokens_in + coalesce(NEW.tokens_in, 0) - coalesce(OLD.tokens_in, 0),
+        tokens_out = tokens_out + coalesce(NEW.tokens_out, 0) - coalesce(OLD.tokens_out, 0)
+        WHERE kind = 'run' AND name = NEW.action AND status = '';
+END;
+CREATE TRIGGER tally_run_delete AFTER DELETE ON run BEGIN
+    UPDATE tally SET n = n - 1, successes = successes - (OLD.outcome = 'success'),
+        failures = failures - (OLD.outcome IN ('failure', 'timeout', 'lost')),
+        running = running - (OLD.outcome = 'running'), tokens_in = tokens_in - coalesce(OLD.tokens_in, 0),
+        tokens_out = tokens_out - coalesce(OLD.tokens_out, 0)
+        WHERE kind = 'run' AND name = OLD.action AND status = '';
+END;
+CREATE TABLE journal_v10 (
+    seq     INTEGER PRIMARY KEY,
+    at      INTEGER NOT NULL,
+    task    INTEGER NOT NULL,
+    task_id TEXT    NOT NULL,
+    actor   TEXT    NOT NULL,
+    kind    TEXT    NOT NULL,
+    before  TEXT    NOT NULL,
+    after   TEXT    NOT NULL
+);
+INSERT INTO journal_v10 (seq, at, task, task_id, actor, kind, before, after)
+    SELECT seq, at, task, task_id, actor, kind, before, after FROM journal ORDER BY seq;
+DROP TABLE journal;
+ALTER TABLE journal_v10 RENAME TO journal;
+CREATE INDEX journal_task ON journal (task, seq);
+"#,
 ];
 
 /// Checks, without writing, that the ledger's schema is the one this daicho knows (a read-only

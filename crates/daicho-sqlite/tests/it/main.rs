@@ -55,11 +55,10 @@ mod sqlite_specifics {
         assert_eq!((before.total, before.tasks.len()), (16, 16), "20 without deps, 4 of them not due");
         drop(store);
         let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
+        raw.execute_batch(UNDO_THE_TALLY).unwrap();
         raw.execute_batch(
-            "DROP TRIGGER ready_count_insert; DROP TRIGGER ready_count_delete; DROP TRIGGER ready_count_update; \
-             DROP INDEX task_not_due; DROP TABLE ready_count; ALTER TABLE task DROP COLUMN person_cells; \
-             DROP TRIGGER run_count_insert; DROP TRIGGER run_count_update; DROP TRIGGER run_action_kept; \
-             DROP TRIGGER run_count_delete; DROP TABLE run_count; PRAGMA user_version = 6;",
+            "DROP INDEX task_not_due; ALTER TABLE task DROP COLUMN person_cells; DROP TRIGGER run_action_kept; \
+             PRAGMA user_version = 6;",
         )
         .unwrap();
         drop(raw);
@@ -97,11 +96,8 @@ mod sqlite_specifics {
         daicho_store::contract::some_runs(&store, "before").await;
         drop(store);
         let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
-        raw.execute_batch(
-            "DROP TRIGGER run_count_insert; DROP TRIGGER run_count_update; DROP TRIGGER run_action_kept; \
-             DROP TRIGGER run_count_delete; DROP TABLE run_count; PRAGMA user_version = 8;",
-        )
-        .unwrap();
+        raw.execute_batch(UNDO_THE_TALLY).unwrap();
+        raw.execute_batch("DROP TRIGGER run_action_kept; PRAGMA user_version = 8;").unwrap();
         drop(raw);
         let store = backend.open().await;
         daicho_store::contract::check_stats_agree(&store, "the upgrade").await;
@@ -113,6 +109,87 @@ mod sqlite_specifics {
         let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
         let moved = raw.execute("UPDATE run SET action = 'other' WHERE action = 'mail'", []);
         assert!(moved.unwrap_err().to_string().contains("keeps the action it ran with"));
+    }
+
+    /// Takes schema 10's counters out (the table, its views and triggers), as a ledger of an
+    /// earlier schema lacks them; the tests that upgrade an older ledger start with it.
+    const UNDO_THE_TALLY: &str = "DROP VIEW task_count; DROP VIEW ready_count; DROP VIEW run_count; \
+        DROP TRIGGER tally_task_insert; DROP TRIGGER tally_task_delete; DROP TRIGGER tally_task_update; \
+        DROP TRIGGER tally_ready_insert; DROP TRIGGER tally_ready_delete; DROP TRIGGER tally_ready_update; \
+        DROP TRIGGER tally_run_insert; DROP TRIGGER tally_run_update; DROP TRIGGER tally_run_delete; \
+        DROP TABLE tally;";
+
+    /// I5, I3, S9: a ledger of schema version 9 (three counter tables, a journal numbered by
+    /// AUTOINCREMENT) is upgraded to one table of counts, counted afresh from the rows (its old
+    /// counts, made wrong here, are not carried over), and its journal goes on numbering after
+    /// the entries it has. Commits after it write no `sqlite_sequence`.
+    #[tokio::test]
+    async fn i5_an_upgraded_ledger_keeps_its_counts_in_one_table_and_its_journal_numbered_on() {
+        let backend = SqliteBackend::temp();
+        let store = backend.open().await;
+        let at = jiff::Timestamp::UNIX_EPOCH;
+        let added = store.upsert(daicho_store::contract::thirty_rows_some_waiting(at)).await.unwrap().added;
+        daicho_store::contract::some_runs(&store, "before").await;
+        let (ready, counts, stats) = (
+            store.ready(at, 100).await.unwrap().total,
+            store.status_counts().await.unwrap(),
+            store.stats(at).await.unwrap(),
+        );
+        let journal = store.journal(added[0]).await.unwrap();
+        drop(store);
+        let path = backend.dir.path().join("ledger.db");
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        let last: i64 = raw.query_row("SELECT max(seq) FROM journal", [], |r| r.get(0)).unwrap();
+        raw.execute_batch(UNDO_THE_TALLY).unwrap();
+        raw.execute_batch(
+            "CREATE TABLE task_count (project TEXT NOT NULL, status TEXT NOT NULL, n INTEGER NOT NULL, \
+                 PRIMARY KEY (project, status)) WITHOUT ROWID; \
+             INSERT INTO task_count VALUES ('', 'pending', 999); \
+             CREATE TABLE ready_count (one INTEGER PRIMARY KEY CHECK (one = 1), n INTEGER NOT NULL); \
+             INSERT INTO ready_count VALUES (1, 999); \
+             CREATE TABLE run_count (action TEXT PRIMARY KEY, runs INTEGER NOT NULL) WITHOUT ROWID; \
+             INSERT INTO run_count VALUES ('mail', 999); \
+             CREATE TABLE old_journal (seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, \
+                 task INTEGER NOT NULL, task_id TEXT NOT NULL, actor TEXT NOT NULL, kind TEXT NOT NULL, \
+                 before TEXT NOT NULL, after TEXT NOT NULL); \
+             INSERT INTO old_journal SELECT * FROM journal; DROP TABLE journal; \
+             ALTER TABLE old_journal RENAME TO journal; CREATE INDEX journal_task ON journal (task, seq); \
+             PRAGMA user_version = 9;",
+        )
+        .unwrap();
+        let kept: i64 = raw
+            .query_row("SELECT seq FROM sqlite_sequence WHERE name = 'journal'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(kept, last, "the doctored ledger numbers its journal by AUTOINCREMENT");
+        drop(raw);
+        let store = backend.open().await;
+        assert_eq!(store.ready(at, 100).await.unwrap().total, ready, "the ready set counted afresh");
+        assert_eq!(store.status_counts().await.unwrap(), counts, "project × status counted afresh");
+        assert_eq!(store.stats(at).await.unwrap(), stats, "runs counted afresh");
+        daicho_store::contract::check_stats_agree(&store, "the upgrade").await;
+        assert_eq!(store.journal(added[0]).await.unwrap(), journal, "the journal kept whole");
+        let edit = daicho_core::edit::TaskEdit {
+            status: Some(daicho_core::Status::Done),
+            ..daicho_core::edit::TaskEdit::default()
+        };
+        store.edit(added[0], edit, daicho_core::Actor::Human("ana".into()), at).await.unwrap();
+        let after = store.journal(added[0]).await.unwrap();
+        assert_eq!(after.len(), journal.len() + 1);
+        assert_eq!(after.last().unwrap().seq, last + 1, "numbered on after the last entry");
+        let set = store.ready(at, 100).await.unwrap();
+        assert_eq!(set.total, set.tasks.len(), "kept counted after: the count and the walk agree");
+        drop(store);
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        let sequences: i64 = raw.query_row("SELECT count(*) FROM sqlite_sequence", [], |r| r.get(0)).unwrap();
+        assert_eq!(sequences, 0, "nothing numbers by AUTOINCREMENT");
+        let tables: i64 = raw
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name LIKE '%count'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(tables, 0, "the counts are views of one table");
     }
 
     /// I5: SQLite is built without its own directory sync (`.cargo/config.toml`), which daicho
