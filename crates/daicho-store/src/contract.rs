@@ -1874,6 +1874,16 @@ pub async fn some_runs<S: Store>(store: &S, name: &str) {
     claimed(store, claim_request(ids[3], "w", t0())).await;
 }
 
+/// `n` new tasks, each claimed and finished (a success) in turn, as a one-slot worker runs
+/// them: the run table grows from empty by one record a claim.
+pub async fn runs_one_by_one<S: Store>(store: &S, n: usize) {
+    let items = (0..n).map(|i| Item::new(&format!("one by one {i}"), "runs")).collect();
+    for id in store.upsert(batch(items)).await.expect("upsert").added {
+        let task = claimed(store, claim_request(id, "w", t0())).await;
+        store.finish(finish(&task, "w", success(Status::Done))).await.expect("finish");
+    }
+}
+
 /// Stats since the first run (the kept counts) equal stats since a microsecond later (a pass
 /// over the run records, all of which started after it).
 pub async fn check_stats_agree<S: Store>(store: &S, after: &str) {

@@ -247,6 +247,40 @@ async fn s9_i3_an_upgraded_ledger_counts_its_runs_once_and_keeps_them_counted() 
     let _ = task.await;
 }
 
+/// I3, I5: a run end finds its run record by its key, never by reading the run table through: in
+/// a fresh ledger the table grows with every claim, faster than autovacuum analyzes it, and a
+/// join planned from its stale size read every record at every run end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i3_i5_a_run_end_reads_its_run_record_by_key_in_a_fresh_ledger() {
+    use std::time::{Duration, Instant};
+
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let store = PgStore::open(&url).await.expect("open");
+    let n = 300;
+    daicho_store::contract::runs_one_by_one(&store, n).await;
+    // The store's sessions end, and with them their statistics are reported.
+    drop(store);
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let task = tokio::spawn(connection);
+    let started = Instant::now();
+    let (scans, updates) = loop {
+        let row = client
+            .query_one("SELECT seq_scan, n_tup_upd FROM pg_stat_user_tables WHERE relname = 'run'", &[])
+            .await
+            .expect("statistics");
+        let (scans, updates): (i64, i64) = (row.get(0), row.get(1));
+        if updates >= n as i64 || started.elapsed() > Duration::from_secs(30) {
+            break (scans, updates);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(updates, n as i64, "every run end updated its record (statistics reported)");
+    assert!(scans < 10, "{scans} scans of the whole run table for {n} run ends");
+    drop(client);
+    let _ = task.await;
+}
+
 /// I5: a run end tells idle workers (LISTEN/NOTIFY) only when it makes work ready. PostgreSQL
 /// serializes the commits of every transaction that notifies, so a notice on every end kept
 /// concurrent workers' commits from sharing WAL flushes; a worker that was not told still finds
