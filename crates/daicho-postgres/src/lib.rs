@@ -118,10 +118,31 @@ fn connection_config(url: &str) -> Result<tokio_postgres::Config> {
         config.tcp_user_timeout(std::time::Duration::from_secs(60));
     }
     if !url.contains("statement_timeout") {
-        let options = config.get_options().unwrap_or_default().to_owned();
-        config.options(format!("{options} -c statement_timeout=300000").trim_start().to_owned());
+        add_option(&mut config, "statement_timeout=300000");
+    }
+    // I5: every statement daicho prepares is planned once per connection, not at each run. With
+    // an array of requests or ends as a parameter, PostgreSQL judged each custom plan (an array
+    // of one) cheaper than the generic one (ten rows, its guess) and planned the statement again
+    // at every execution: a fifth of the server's CPU under a stream of claims. Each statement
+    // is a key or index-range lookup shaped for its index, which a generic plan serves the
+    // same; a plan made while a table was small is made again when autovacuum analyzes it.
+    if !url.contains("plan_cache_mode") {
+        add_option(&mut config, "plan_cache_mode=force_generic_plan");
     }
     Ok(config)
+}
+
+/// [`connection_config`] for a store that only reads: every session read-only.
+fn read_only_config(url: &str) -> Result<tokio_postgres::Config> {
+    let mut config = connection_config(url)?;
+    add_option(&mut config, "default_transaction_read_only=on");
+    Ok(config)
+}
+
+/// Adds a server setting (`name=value`) to the options the connections start with.
+fn add_option(config: &mut tokio_postgres::Config, setting: &str) {
+    let options = config.get_options().unwrap_or_default().to_owned();
+    config.options(format!("{options} -c {setting}").trim_start().to_owned());
 }
 
 /// A ledger in a PostgreSQL database.
@@ -192,8 +213,7 @@ impl PgStore {
     /// [`StoreError::Backend`] when the database cannot be reached, holds no ledger, or has a
     /// schema version other than this daicho's.
     pub async fn open_read_only(url: &str) -> Result<PgStore> {
-        let mut config = connection_config(url)?;
-        config.options("-c default_transaction_read_only=on");
+        let config = read_only_config(url)?;
         let manager = deadpool_postgres::Manager::new(config.clone(), tokio_postgres::NoTls);
         let pool = Pool::builder(manager).max_size(8).build().map_err(backend)?;
         let store = PgStore { pool, config: std::sync::Arc::new(config), wakeups: Default::default() };
@@ -1026,4 +1046,41 @@ async fn edit_in(
     )
     .await?;
     rows::get_task(tx, id).await?.ok_or(StoreError::NotFound(id))
+}
+
+#[cfg(test)]
+mod tests {
+    /// I5, S14: daicho's sessions plan each statement once and give up on a statement after 5
+    /// minutes, the read-only ones too (their own setting once replaced the others); a setting
+    /// the URL names is the URL's. Read from the server's side of real sessions.
+    #[tokio::test]
+    async fn i5_s14_sessions_start_with_daichos_settings_unless_the_url_names_them() {
+        if std::env::var("DAICHO_SKIP_PG").is_ok_and(|v| v == "1") {
+            return;
+        }
+        let url = std::env::var("DAICHO_TEST_PG")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+        let join = if url.contains('?') { '&' } else { '?' };
+        let named = format!("{url}{join}options=-c%20plan_cache_mode%3Dauto");
+        let cases = [
+            (super::connection_config(&url), "force_generic_plan", "off"),
+            (super::read_only_config(&url), "force_generic_plan", "on"),
+            (super::connection_config(&named), "auto", "off"),
+        ];
+        for (config, plan, read_only) in cases {
+            let (client, connection) =
+                config.expect("a config").connect(tokio_postgres::NoTls).await.unwrap_or_else(|e| {
+                    panic!("PostgreSQL at {url} is not reachable ({e}); set DAICHO_SKIP_PG=1 to skip")
+                });
+            let task = tokio::spawn(connection);
+            let mut seen = Vec::new();
+            for name in ["plan_cache_mode", "statement_timeout", "default_transaction_read_only"] {
+                let row = client.query_one(&format!("SHOW {name}"), &[]).await.expect("SHOW");
+                seen.push(row.get::<_, String>(0));
+            }
+            assert_eq!(seen, [plan, "5min", read_only], "a session's settings");
+            drop(client);
+            let _ = task.await;
+        }
+    }
 }
