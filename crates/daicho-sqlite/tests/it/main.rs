@@ -119,7 +119,7 @@ mod sqlite_specifics {
         DROP TRIGGER tally_run_insert; DROP TRIGGER tally_run_update; DROP TRIGGER tally_run_delete; \
         DROP TABLE tally;";
 
-    /// I5, I3, S9: a ledger of schema version 9 (three counter tables, a journal numbered by
+    /// I5, I3, S9: a ledger of schema version 10 (three counter tables, a journal numbered by
     /// AUTOINCREMENT) is upgraded to one table of counts, counted afresh from the rows (its old
     /// counts, made wrong here, are not carried over), and its journal goes on numbering after
     /// the entries it has. Commits after it write no `sqlite_sequence`.
@@ -154,7 +154,7 @@ mod sqlite_specifics {
                  before TEXT NOT NULL, after TEXT NOT NULL); \
              INSERT INTO old_journal SELECT * FROM journal; DROP TABLE journal; \
              ALTER TABLE old_journal RENAME TO journal; CREATE INDEX journal_task ON journal (task, seq); \
-             PRAGMA user_version = 9;",
+             PRAGMA user_version = 10;",
         )
         .unwrap();
         let kept: i64 = raw
