@@ -625,10 +625,16 @@ impl Store for PgStore {
 
     async fn run_counts(&self, since: Timestamp) -> Result<RunCounts> {
         in_tx!(self, |tx| {
+            // The instant written into the statement, not bound: how many runs a range holds
+            // decides the plan (an index range for today's, a pass over all for "since the
+            // first"), and a session's plans are generic ([`connection_config`]).
             let rows = tx
                 .query(
-                    "SELECT action, count(*) FROM run WHERE started >= $1 GROUP BY action",
-                    &[&micros(since)],
+                    &format!(
+                        "SELECT action, count(*) FROM run WHERE started >= {} GROUP BY action",
+                        micros(since)
+                    ),
+                    &[],
                 )
                 .await
                 .map_err(backend)?;
@@ -655,12 +661,16 @@ impl Store for PgStore {
                     &[],
                 )
                 .await,
+                // The instant written in, as in `run_counts`.
                 false => tx.query(
-                    "SELECT action, count(*), count(*) FILTER (WHERE outcome = 'success'), \
-                     count(*) FILTER (WHERE outcome IN ('failure', 'timeout', 'lost')), \
-                     count(*) FILTER (WHERE outcome = 'running'), coalesce(sum(tokens_in), 0)::BIGINT, \
-                     coalesce(sum(tokens_out), 0)::BIGINT FROM run WHERE started >= $1 GROUP BY action ORDER BY action",
-                    &[&from],
+                    &format!(
+                        "SELECT action, count(*), count(*) FILTER (WHERE outcome = 'success'), \
+                         count(*) FILTER (WHERE outcome IN ('failure', 'timeout', 'lost')), \
+                         count(*) FILTER (WHERE outcome = 'running'), coalesce(sum(tokens_in), 0)::BIGINT, \
+                         coalesce(sum(tokens_out), 0)::BIGINT FROM run WHERE started >= {from} GROUP BY action \
+                         ORDER BY action"
+                    ),
+                    &[],
                 )
                 .await,
             }
