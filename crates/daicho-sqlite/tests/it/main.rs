@@ -111,8 +111,8 @@ mod sqlite_specifics {
         assert!(moved.unwrap_err().to_string().contains("keeps the action it ran with"));
     }
 
-    /// Takes schema 10's counters out (the table, its views and triggers), as a ledger of an
-    /// earlier schema lacks them; the tests that upgrade an older ledger start with it.
+    /// Takes migration 10's counters out (the table, its views and triggers), as a ledger of
+    /// schema 10 or earlier lacks them; the tests that upgrade an older ledger start with it.
     const UNDO_THE_TALLY: &str = "DROP VIEW task_count; DROP VIEW ready_count; DROP VIEW run_count; \
         DROP TRIGGER tally_task_insert; DROP TRIGGER tally_task_delete; DROP TRIGGER tally_task_update; \
         DROP TRIGGER tally_ready_insert; DROP TRIGGER tally_ready_delete; DROP TRIGGER tally_ready_update; \
