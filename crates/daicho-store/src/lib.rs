@@ -806,9 +806,9 @@ pub trait Store: Send + Sync {
     /// Each part has its own result: the ends are recorded whatever the claim meets, and the
     /// other way round.
     ///
-    /// The default runs the two side by side (SQLite's group commit puts them in one commit).
-    /// PostgreSQL runs both in one transaction, the ends first (so the claim may take a row they
-    /// released); should that transaction fail, the ends are recorded on their own.
+    /// The default runs the two side by side. Both backends override it with one transaction,
+    /// the ends first (so the claim may take a row they released); should that transaction fail,
+    /// the ends are recorded on their own ([`ends_alone_if_failed`]).
     fn finish_and_claim_next(
         &self,
         finishes: Vec<Finish>,
