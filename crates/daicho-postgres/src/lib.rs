@@ -481,6 +481,24 @@ impl Store for PgStore {
         in_tx!(self, |tx| runs::finish_many_in(&tx, &finishes).await?)
     }
 
+    async fn claim_next(
+        &self,
+        now: Timestamp,
+        scope: ClaimScope,
+        window: usize,
+        limit: usize,
+        pick: Pick,
+    ) -> Result<Option<NextClaim>> {
+        // The head read with its rows locked and the claim from it, in one transaction.
+        in_tx!(self, |tx| runs::finish_and_claim_next_in(&tx, &[], now, &scope, window, limit, pick).await?.1)
+    }
+
+    fn claims_one_at_a_time(&self) -> bool {
+        // A look of one row reads it locked, passing over rows other looks hold
+        // (`runs::finish_and_claim_next_in`).
+        true
+    }
+
     async fn finish_and_claim_next(
         &self,
         finishes: Vec<Finish>,

@@ -107,6 +107,14 @@ pub(crate) async fn claim_in(
 /// `scope` admits, read in this transaction after them (so the rows they released are in it;
 /// pipelined behind their writes), widened while `pick` asks for none of it; then the first of
 /// `pick`'s requests that is claimable.
+///
+/// A look of one row (a one-slot worker's) reads it locked (`FOR UPDATE SKIP LOCKED`): a row
+/// another look holds is passed over, so concurrent workers read different rows and the row a pick
+/// asks for is still claimable when the claim comes, instead of every worker reading the same
+/// first row and all but one losing it (I5: a lost claim is a turn and a commit for nothing). A
+/// wider look reads unlocked, as does a one-row look that found nothing free: it would hold rows
+/// its pick does not take, or pass over rows that other looks hold only for a moment; its claim
+/// skips the rows held meanwhile.
 pub(crate) async fn finish_and_claim_next_in(
     tx: &Transaction<'_>,
     finishes: &[Finish],
@@ -116,22 +124,27 @@ pub(crate) async fn finish_and_claim_next_in(
     limit: usize,
     mut pick: Pick,
 ) -> Result<(Vec<Result<Task>>, Option<NextClaim>)> {
-    let head = tx
-        .prepare_cached(&daicho_store::codec::ready_head_sql("$1", "$2", Some(scope)))
-        .await
-        .map_err(backend)?;
-    let read = |window: usize| {
-        let head = &head;
+    let sql = daicho_store::codec::ready_head_sql("$1", "$2", Some(scope));
+    // Both prepared first: the first read is pipelined behind the ends' writes.
+    let head = tx.prepare_cached(&sql).await.map_err(backend)?;
+    let locked =
+        tx.prepare_cached(&format!("{sql} FOR UPDATE OF task SKIP LOCKED")).await.map_err(backend)?;
+    let read = |window: usize, lock: bool| {
+        let head = if lock { &locked } else { &head };
         async move {
             let rows = tx.query(head, &[&micros(now), &(window as i64)]).await.map_err(backend)?;
             rows.iter().map(read_task).collect::<Result<Vec<Task>>>()
         }
     };
     let mut window = NextClaim::first_window(window, limit);
+    let lock = window == 1;
     let (ends, mut tasks) = match finishes.is_empty() {
-        true => (Vec::new(), read(window).await?),
-        false => finish_many_then(tx, finishes, read(window)).await?,
+        true => (Vec::new(), read(window, lock).await?),
+        false => finish_many_then(tx, finishes, read(window, lock)).await?,
     };
+    if lock && tasks.is_empty() {
+        tasks = read(window, false).await?;
+    }
     loop {
         let tried = pick(&tasks);
         if !tried.is_empty() {
@@ -143,7 +156,7 @@ pub(crate) async fn finish_and_claim_next_in(
             return Ok((ends, None));
         };
         window = wider;
-        tasks = read(window).await?;
+        tasks = read(window, false).await?;
     }
 }
 

@@ -968,10 +968,11 @@ pub trait Store: Send + Sync {
     /// a guarantee (callers look again either way). A store without notifications just sleeps.
     fn wait_for_work(&self, timeout: std::time::Duration) -> impl Future<Output = ()> + Send;
 
-    /// Whether [`Store::claim_next`] reads the head and claims in one write transaction that no
-    /// other writer enters (SQLite): then the first row its pick asks for is claimable, and a
-    /// worker needs no spare candidates against other workers' claims (I5). `false` where
-    /// workers claim side by side (PostgreSQL).
+    /// Whether [`Store::claim_next`] reads the head and claims in one transaction that no other
+    /// claim can take the head's rows from: one writer at a time (SQLite), or a look of one row
+    /// that reads it locked, passing over the rows other looks hold (PostgreSQL). Then the first
+    /// row its pick asks for is claimable, and a worker needs no spare candidates against other
+    /// workers' claims (I5).
     fn claims_one_at_a_time(&self) -> bool {
         false
     }

@@ -314,3 +314,72 @@ async fn i5_a_run_end_wakes_idle_workers_only_when_it_makes_work_ready() {
         }
     }
 }
+
+/// I5, S1: a look reads the head with its rows locked, passing over rows another look holds, so
+/// concurrent workers read different rows and none loses the row its pick asked for (a lost
+/// claim was a turn and a commit for nothing: with 16 workers, over a third of all turns).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i5_s1_a_look_passes_over_the_rows_another_look_holds() {
+    use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
+    use daicho_core::{Actor, Item, Tags, TaskId};
+    use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Store as _, UnknownDeps};
+    use std::sync::{Arc, Mutex};
+
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let store = backend.open().await;
+    let now = jiff::Timestamp::from_second(1_800_000_000).expect("instant");
+    let items: Vec<Item> = (0..3)
+        .map(|i| {
+            let mut it = Item::new(&format!("held {i}"), "pg");
+            it.action = "act".into();
+            it.tags = Tags::parse_list("ai");
+            it
+        })
+        .collect();
+    let actor = Actor::Push("pg".into());
+    let batch =
+        Batch { items: items.into(), actor, now, file: "pg".into(), unknown_deps: UnknownDeps::Refuse };
+    let ids = store.upsert(batch).await.expect("upsert").added;
+    assert_eq!(ids.len(), 3);
+    // Another look holds the first row in run order, its transaction still open.
+    let (mut client, connection) =
+        tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let task = tokio::spawn(connection);
+    let held = client.transaction().await.expect("begin");
+    let first: i64 = held
+        .query_one("SELECT num FROM task ORDER BY priority DESC, num LIMIT 1 FOR UPDATE", &[])
+        .await
+        .expect("lock")
+        .get(0);
+    assert_eq!(TaskId::new(first as u64), ids[0]);
+    let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
+    let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
+    let shown = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&shown);
+    let pick = Box::new(move |window: &[daicho_core::Task]| {
+        seen.lock().expect("seen").extend(window.iter().map(|t| t.id));
+        window
+            .iter()
+            .map(|t| ClaimRequest {
+                id: t.id,
+                worker: "w".into(),
+                action: "act".into(),
+                now,
+                lease: jiff::SignedDuration::from_mins(30),
+                require_run: false,
+                require_approval: false,
+            })
+            .collect()
+    });
+    // A window of one row, as a one-slot worker reads it.
+    let next = store.claim_next(now, scope, 1, 100, pick).await.expect("claim_next").expect("a look");
+    match next.outcome {
+        ClaimOutcome::Claimed(task) => assert_eq!(task.id, ids[1], "the next row in run order"),
+        other => panic!("the row behind the held one is claimed, not {other:?}"),
+    }
+    assert_eq!(shown.lock().expect("seen").clone(), [ids[1]], "the held row is not shown to the pick");
+    held.rollback().await.expect("rollback");
+    drop(client);
+    let _ = task.await;
+}
