@@ -1,7 +1,7 @@
 //! Claims, run ends and lost runs: set-based statements whose round trips do not grow with the
 //! batch, so that one durable commit carries many tasks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use daicho_core::policy::{ClaimScope, FailurePolicy, idempotency_key};
 use daicho_core::{Actor, Status, Task, TaskId};
@@ -216,7 +216,8 @@ pub(crate) async fn finish_many_then<T>(
     nums.dedup();
     // The write lock (shared with other run ends), then the rows: one round trip (pipelined,
     // executed in this order).
-    let ((), mut current) = tokio::try_join!(crate::write_lock_shared(tx), lock_rows(tx, &nums))?;
+    let ((), (mut current, waited_on)) =
+        tokio::try_join!(crate::write_lock_shared(tx), lock_ending_rows(tx, &nums))?;
     let mut ends = Ends::default();
     let mut out = Vec::with_capacity(finishes.len());
     for finish in finishes {
@@ -231,7 +232,7 @@ pub(crate) async fn finish_many_then<T>(
                 continue;
             }
         };
-        ends.push(before, &plan)?;
+        ends.push(before, &plan, waited_on.contains(&finish.id))?;
         let after = daicho_store::codec::as_stored(plan.after);
         current.insert(after.id, after.clone());
         out.push(Ok(after));
@@ -263,7 +264,8 @@ pub(crate) async fn expire_in(
         let before = read_task(row)?;
         let plan = daicho_store::ends::plan_lost(&before, now, policy);
         tracing::warn!(task = %before.id, attempt = before.attempt, "{}", plan.error.as_deref().unwrap_or(""));
-        ends.push(&before, &plan)?;
+        // A lost run goes back to pending or to a person, never done: it releases nobody.
+        ends.push(&before, &plan, false)?;
         let status = plan.after.status;
         out.push((before.id, status));
     }
@@ -280,6 +282,34 @@ pub(crate) async fn lock_rows(tx: &Transaction<'_>, nums: &[i64]) -> Result<Hash
         .map_err(backend)?;
     let rows = tx.query(&stmt, &[&nums]).await.map_err(backend)?;
     rows.iter().map(|r| read_task(r).map(|t| (t.id, t))).collect()
+}
+
+/// [`lock_rows`] for run ends, with the ids of the rows that other rows wait on (have as a dep):
+/// an end releases dependents only of those, so a row nobody waits on (most rows) costs no
+/// statement for its dependents and none for a ready notice. Read under the shared write lock,
+/// which every write that adds or removes deps excludes, so the answer holds until the commit.
+async fn lock_ending_rows(
+    tx: &Transaction<'_>,
+    nums: &[i64],
+) -> Result<(HashMap<TaskId, Task>, HashSet<TaskId>)> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS}, EXISTS (SELECT 1 FROM task_dep d WHERE d.dep = task.num) \
+             FROM task WHERE num = ANY($1) ORDER BY num FOR UPDATE"
+        ))
+        .await
+        .map_err(backend)?;
+    let rows = tx.query(&stmt, &[&nums]).await.map_err(backend)?;
+    let base = COLUMNS.split(',').count();
+    let (mut current, mut waited_on) = (HashMap::with_capacity(rows.len()), HashSet::new());
+    for row in &rows {
+        let task = read_task(row)?;
+        if row.get::<_, bool>(base) {
+            waited_on.insert(task.id);
+        }
+        current.insert(task.id, task);
+    }
+    Ok((current, waited_on))
 }
 
 /// Run ends gathered column by column, written with one statement per table (the run records:
@@ -302,7 +332,8 @@ struct Ends {
 }
 
 impl Ends {
-    fn push(&mut self, before: &Task, plan: &EndPlan) -> Result<()> {
+    /// Adds one end; `waited_on`: other rows have this one as a dep.
+    fn push(&mut self, before: &Task, plan: &EndPlan, waited_on: bool) -> Result<()> {
         let after = &plan.after;
         let num = after.id.num() as i64;
         self.nums.push(num);
@@ -315,7 +346,7 @@ impl Ends {
         self.errors.push(plan.error.clone().unwrap_or_default());
         self.tokens_in.push(plan.tokens.0.map(|t| t as i64));
         self.tokens_out.push(plan.tokens.1.map(|t| t as i64));
-        if after.status.satisfies_deps() && !before.status.satisfies_deps() {
+        if waited_on && after.status.satisfies_deps() && !before.status.satisfies_deps() {
             self.unblocking.push(num);
         }
         let at = after.updated_at;
