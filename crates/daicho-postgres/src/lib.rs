@@ -489,7 +489,7 @@ impl Store for PgStore {
         limit: usize,
         pick: Pick,
     ) -> Result<Option<NextClaim>> {
-        // The head read with its rows locked and the claim from it, in one transaction.
+        // The look and the claim from it in one transaction; a look of one row reads it locked.
         in_tx!(self, |tx| runs::finish_and_claim_next_in(&tx, &[], now, &scope, window, limit, pick).await?.1)
     }
 
