@@ -318,6 +318,8 @@ struct WorkFigures {
     commits: usize,
     /// CPU time of this process (every thread, user and system) during the run.
     cpu: Option<Duration>,
+    /// CPU time of the whole machine during the run ([`machine_cpu`]).
+    machine: Option<Duration>,
 }
 
 /// CPU time this process has used so far, all threads, user and system (`/proc/self/stat`,
@@ -327,6 +329,17 @@ fn process_cpu() -> Option<Duration> {
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     Some(Duration::from_millis(ticks * 10))
+}
+
+/// CPU time the whole machine spent busy (user, nice, system, interrupts; not idle, I/O wait or
+/// time stolen by the host), every process together: on PostgreSQL, the server's share of a run
+/// with the workers'.
+fn machine_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> =
+        stat.lines().next()?.split_whitespace().skip(1).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    let busy = fields.first()? + fields.get(1)? + fields.get(2)? + fields.get(5)? + fields.get(6)?;
+    Some(Duration::from_millis(busy * 10))
 }
 
 /// Seeds `n` independent ready tasks (in commits of 10,000), then runs `workers` real worker
@@ -372,7 +385,7 @@ where
         engines.push(Arc::new(Engine::new(store, config.clone(), None).with_worker(&format!("bench-{w}"))));
     }
     let before: Option<u64> = stores.iter().map(|s| commits(s)).sum();
-    let cpu_before = process_cpu();
+    let (cpu_before, machine_before) = (process_cpu(), machine_cpu());
     let started = Instant::now();
     let mut handles = Vec::new();
     for engine in engines {
@@ -398,12 +411,13 @@ where
     }
     let took = started.elapsed();
     let cpu = process_cpu().zip(cpu_before).map(|(after, before)| after.saturating_sub(before));
+    let machine = machine_cpu().zip(machine_before).map(|(after, before)| after.saturating_sub(before));
     let after: Option<u64> = stores.iter().map(|s| commits(s)).sum();
     let commits = match (before, after) {
         (Some(before), Some(after)) => (after - before) as usize,
         _ => writes,
     };
-    WorkFigures { took, tasks, commits, cpu }
+    WorkFigures { took, tasks, commits, cpu, machine }
 }
 
 /// One line of claim figures. `syncs` is the number of durable flushes the server made (WAL
@@ -425,6 +439,13 @@ fn report_work(backend: &str, workers: usize, slots: usize, f: &WorkFigures, syn
             cpu.as_secs_f64() * 1000.0 / f.tasks.max(1) as f64
         ),
         None => String::new(),
+    };
+    let cpu = match f.machine {
+        Some(all) => format!(
+            "{cpu}, {:.3} ms on the whole machine",
+            all.as_secs_f64() * 1000.0 / f.tasks.max(1) as f64
+        ),
+        None => cpu,
     };
     println!(
         "claims [{backend}]: {workers} worker(s) x {slots} slot(s): {} tasks in {} = {tasks_per_s:.0} tasks/s ({:.2}x the fsync rate); {} commits = {:.0} commits/s ({:.1} tasks per commit){flushes}{cpu}",
