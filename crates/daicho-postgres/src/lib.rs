@@ -38,7 +38,7 @@ use crate::rows::{COLUMNS, micros, read_task};
 const ANALYZE_AFTER: usize = 1_000;
 
 /// The advisory lock that serializes structural writes.
-const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
+pub(crate) const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
 
 /// Wraps a PostgreSQL error as a store error, with the server's own message (severity, SQLSTATE,
 /// detail, hint) where there is one; a lost connection, a server shutting down or a refused
@@ -668,13 +668,18 @@ impl Store for PgStore {
 
     async fn stats(&self, since: Timestamp) -> Result<Vec<ActionStats>> {
         in_tx!(self, |tx| {
-            // Since the first run: the counts kept with the runs (`run_count`), summed over their
-            // shards, not a pass over the whole run history.
+            // Since the first run: the ended runs' counts kept by their run ends (`run_count`),
+            // summed over their shards, and the runs under way from their own index; not a pass
+            // over the whole run history.
             let from = micros(since);
             let rows = match daicho_store::codec::stats_all_time(since) {
                 true => tx.query(
                     "SELECT action, sum(runs)::BIGINT, sum(successes)::BIGINT, sum(failures)::BIGINT, \
-                     sum(running)::BIGINT, sum(tokens_in)::BIGINT, sum(tokens_out)::BIGINT FROM run_count \
+                     sum(running)::BIGINT, sum(tokens_in)::BIGINT, sum(tokens_out)::BIGINT FROM ( \
+                     SELECT action, runs, successes, failures, 0::BIGINT AS running, tokens_in, tokens_out \
+                     FROM run_count UNION ALL SELECT action, count(*), 0, 0, count(*), \
+                     coalesce(sum(tokens_in), 0)::BIGINT, coalesce(sum(tokens_out), 0)::BIGINT FROM run \
+                     WHERE outcome = 'running' GROUP BY action) AS c \
                      GROUP BY action HAVING sum(runs) > 0 ORDER BY action",
                     &[],
                 )

@@ -291,11 +291,22 @@ async fn insert_deps(tx: &Transaction<'_>, id: TaskId, deps: &[TaskId]) -> Resul
     Ok(())
 }
 
+/// The statement that inserts [`JournalRows`], in their order, with their parameters numbered
+/// from `$first` (as [`JournalRows::params`] gives them): `1` alone, more when the entries go
+/// with other writes in one statement.
+pub(crate) fn journal_insert_sql(first: usize) -> String {
+    let [at, task, id, actor, kind, before, after] = std::array::from_fn::<usize, 7, _>(|i| first + i);
+    format!(
+        "INSERT INTO journal (at, task, task_id, actor, kind, before, after) \
+         SELECT at, task, task_id, actor, kind, before, after \
+         FROM unnest(${at}::BIGINT[], ${task}::BIGINT[], ${id}::TEXT[], ${actor}::TEXT[], ${kind}::TEXT[], \
+         ${before}::TEXT[], ${after}::TEXT[]) \
+         WITH ORDINALITY AS j(at, task, task_id, actor, kind, before, after, n) ORDER BY n"
+    )
+}
+
 /// The statement of [`JournalRows::insert`].
-pub(crate) const JOURNAL_INSERT: &str = "INSERT INTO journal (at, task, task_id, actor, kind, before, after) \
-     SELECT at, task, task_id, actor, kind, before, after \
-     FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[]) \
-     WITH ORDINALITY AS j(at, task, task_id, actor, kind, before, after, n) ORDER BY n";
+static JOURNAL_INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| journal_insert_sql(1));
 
 /// Journal entries, column by column, inserted in order with one statement.
 #[derive(Default)]
@@ -330,17 +341,17 @@ impl JournalRows {
         self.nums.len()
     }
 
+    /// The entries' columns, bound as [`journal_insert_sql`]'s parameters in their order.
+    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 7] {
+        [&self.at, &self.nums, &self.ids, &self.actors, &self.kinds, &self.before, &self.after]
+    }
+
     pub(crate) async fn insert(&self, tx: &Transaction<'_>) -> Result<()> {
         if self.nums.is_empty() {
             return Ok(());
         }
-        let stmt = tx.prepare_cached(JOURNAL_INSERT).await.map_err(backend)?;
-        tx.execute(
-            &stmt,
-            &[&self.at, &self.nums, &self.ids, &self.actors, &self.kinds, &self.before, &self.after],
-        )
-        .await
-        .map_err(backend)?;
+        let stmt = tx.prepare_cached(&JOURNAL_INSERT).await.map_err(backend)?;
+        tx.execute(&stmt, &self.params()).await.map_err(backend)?;
         Ok(())
     }
 }

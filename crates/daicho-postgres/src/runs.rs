@@ -3,12 +3,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use daicho_core::policy::{ClaimScope, FailurePolicy, idempotency_key};
+use daicho_core::policy::{ClaimScope, FailurePolicy};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::codec::ready_where;
 use daicho_store::ends::EndPlan;
 use daicho_store::writes::JournalWrite;
-use daicho_store::{ClaimOutcome, ClaimRequest, Finish, JournalKind, NextClaim, Pick, Result, StoreError};
+use daicho_store::{
+    ClaimOutcome, ClaimRequest, Finish, JournalKind, NextClaim, Pick, Result, RunOutcome, StoreError,
+};
 use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 use tokio_postgres::types::ToSql;
@@ -48,14 +50,15 @@ pub(crate) async fn claim_in(
     let workers: Vec<&str> = order.iter().map(|&i| requests[i].worker.as_str()).collect();
     let nows: Vec<i64> = order.iter().map(|&i| micros(requests[i].now)).collect();
     let expires: Vec<i64> = order.iter().map(|&i| micros(requests[i].now + requests[i].lease)).collect();
+    let actions: Vec<&str> = order.iter().map(|&i| requests[i].action.as_str()).collect();
+    let ids: Vec<String> = order.iter().map(|&i| requests[i].id.to_string()).collect();
     let stmt = tx.prepare_cached(&claim_sql(take)).await.map_err(backend)?;
     let rows = tx
-        .query(&stmt, &[&nums, &require_run, &workers, &nows, &expires, &require_approval])
+        .query(&stmt, &[&nums, &require_run, &workers, &nows, &expires, &require_approval, &actions, &ids])
         .await
         .map_err(backend)?;
     let base = COLUMNS.split(',').count();
     let mut claimed: HashMap<TaskId, Task> = HashMap::with_capacity(rows.len());
-    let mut runs = RunInserts::default();
     let mut journal = JournalRows::default();
     for row in &rows {
         let after = read_task(row)?;
@@ -69,19 +72,19 @@ pub(crate) async fn claim_in(
         before.lease = None;
         let i = first[&after.id];
         let req = &requests[i];
-        runs.push(&after, req);
         let actor = Actor::Worker(req.worker.clone()).to_string();
         journal.push(&JournalWrite::change(req.now, &before, &after, &actor, JournalKind::Claim, None)?);
         claimed.insert(after.id, after);
     }
-    // The run records, the journal and (when some request was refused) the kill switch, in one
-    // round trip: the statements are independent, and tokio-postgres pipelines them.
+    // The journal and (when some request was refused) the kill switch, in one round trip: the
+    // statements are independent, and tokio-postgres pipelines them. (The run records went in
+    // with the claim statement.)
     let short = match take {
         Take::All => claimed.len() < requests.len(),
         Take::First => claimed.is_empty(),
     };
     let paused = async { if short { crate::paused_in(tx).await } else { Ok(None) } };
-    let ((), (), paused) = tokio::try_join!(runs.insert(tx), journal.insert(tx), paused)?;
+    let ((), paused) = tokio::try_join!(journal.insert(tx), paused)?;
     if take == Take::First {
         let outcome = match (claimed.into_values().next(), paused) {
             (Some(task), _) => ClaimOutcome::Claimed(Box::new(task)),
@@ -164,18 +167,20 @@ pub(crate) async fn finish_and_claim_next_in(
 /// the planner's statistics say about how many rows are pending), each locked if free. `First`:
 /// the candidates in the requests' order, locked one by one until one is free and still
 /// claimable (`LIMIT 1` above the lock: a row another worker holds or took since is passed over
-/// within the statement, not in another round trip).
+/// within the statement, not in another round trip). Each claimed row's run record is inserted
+/// by the same statement, keyed `{id}:{attempt}` as `policy::idempotency_key` says (the contract
+/// checks the key).
 fn claim_sql(take: Take) -> String {
     let req = "WITH req AS (SELECT * FROM unnest($1::BIGINT[], $2::BOOLEAN[], $3::TEXT[], $4::BIGINT[], \
-               $5::BIGINT[], $6::BOOLEAN[]) WITH ORDINALITY AS r(rnum, require_run, worker, now, expires, \
-               require_approval, ord))";
+               $5::BIGINT[], $6::BOOLEAN[], $7::TEXT[], $8::TEXT[]) WITH ORDINALITY AS r(rnum, require_run, \
+               worker, now, expires, require_approval, action, rid, ord))";
     let claimable = format!(
         "{} AND (NOT req.require_run OR t.run) AND (NOT req.require_approval OR (t.run AND t.approved_by <> ''))",
         ready_where("req.now")
     );
     let picked = "t.num AS pnum, t.run AS old_run, t.run_at AS old_run_at, t.updated_at AS old_updated_at, \
                   t.approved_by AS old_approved_by, req.worker AS new_owner, req.now AS new_now, \
-                  req.expires AS new_expires";
+                  req.expires AS new_expires, req.action AS run_action, req.rid AS run_rid";
     let not_paused = "NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused')";
     let picked = match take {
         Take::All => format!(
@@ -189,12 +194,16 @@ fn claim_sql(take: Take) -> String {
         ),
     };
     format!(
-        "{req}, {picked} \
+        "{req}, {picked}, claimed AS ( \
          UPDATE task SET status = 'running', run = false, approved_by = '', run_at = picked.new_now, \
              attempt = attempt + 1, lease_owner = picked.new_owner, lease_expires_at = picked.new_expires, \
              updated_at = picked.new_now \
          FROM picked WHERE num = picked.pnum \
-         RETURNING {COLUMNS}, picked.old_run, picked.old_run_at, picked.old_updated_at, picked.old_approved_by"
+         RETURNING {COLUMNS}, picked.old_run, picked.old_run_at, picked.old_updated_at, picked.old_approved_by, \
+             picked.new_owner, picked.new_now, picked.run_action, picked.run_rid), \
+         runs AS (INSERT INTO run (task, attempt, worker, action, started, idempotency_key) \
+             SELECT num, attempt, new_owner, run_action, new_now, run_rid || ':' || attempt FROM claimed) \
+         SELECT {COLUMNS}, old_run, old_run_at, old_updated_at, old_approved_by FROM claimed"
     )
 }
 
@@ -214,10 +223,7 @@ pub(crate) async fn finish_many_then<T>(
     let mut nums: Vec<i64> = finishes.iter().map(|f| f.id.num() as i64).collect();
     nums.sort_unstable();
     nums.dedup();
-    // The write lock (shared with other run ends), then the rows: one round trip (pipelined,
-    // executed in this order).
-    let ((), (mut current, waited_on)) =
-        tokio::try_join!(crate::write_lock_shared(tx), lock_ending_rows(tx, &nums))?;
+    let (mut current, waited_on) = lock_ending_rows(tx, &nums).await?;
     let mut ends = Ends::default();
     let mut out = Vec::with_capacity(finishes.len());
     for finish in finishes {
@@ -284,10 +290,13 @@ pub(crate) async fn lock_rows(tx: &Transaction<'_>, nums: &[i64]) -> Result<Hash
     rows.iter().map(|r| read_task(r).map(|t| (t.id, t))).collect()
 }
 
-/// [`lock_rows`] for run ends, with the ids of the rows that other rows wait on (have as a dep):
-/// an end releases dependents only of those, so a row nobody waits on (most rows) costs no
-/// statement for its dependents and none for a ready notice. Read under the shared write lock,
-/// which every write that adds or removes deps excludes, so the answer holds until the commit.
+/// Takes the write lock shared (as [`crate::write_lock_shared`]: run ends go side by side), then
+/// [`lock_rows`], in one statement: the lock is the statement's one-time filter, evaluated before
+/// its scan, so it is held before any row is locked, as every writer takes them. With the rows,
+/// the ids of those that other rows wait on (have as a dep): an end releases dependents only of
+/// those, so a row nobody waits on (most rows) costs no statement for its dependents and none for
+/// a ready notice. Read under the shared write lock, which every write that adds or removes deps
+/// excludes, so the answer holds until the commit.
 async fn lock_ending_rows(
     tx: &Transaction<'_>,
     nums: &[i64],
@@ -295,11 +304,12 @@ async fn lock_ending_rows(
     let stmt = tx
         .prepare_cached(&format!(
             "SELECT {COLUMNS}, EXISTS (SELECT 1 FROM task_dep d WHERE d.dep = task.num) \
-             FROM task WHERE num = ANY($1) ORDER BY num FOR UPDATE"
+             FROM task WHERE num = ANY($1) AND (SELECT pg_advisory_xact_lock_shared($2)) IS NOT NULL \
+             ORDER BY num FOR UPDATE"
         ))
         .await
         .map_err(backend)?;
-    let rows = tx.query(&stmt, &[&nums]).await.map_err(backend)?;
+    let rows = tx.query(&stmt, &[&nums, &crate::WRITE_LOCK]).await.map_err(backend)?;
     let base = COLUMNS.split(',').count();
     let (mut current, mut waited_on) = (HashMap::with_capacity(rows.len()), HashSet::new());
     for row in &rows {
@@ -323,6 +333,8 @@ struct Ends {
     attempts: Vec<i32>,
     at: Vec<i64>,
     outcomes: Vec<&'static str>,
+    /// Per end, whether its run counts as a success, and as a failure ([`RunOutcome::is_failure`]).
+    counted: Vec<(bool, bool)>,
     errors: Vec<String>,
     tokens_in: Vec<Option<i64>>,
     tokens_out: Vec<Option<i64>>,
@@ -343,6 +355,7 @@ impl Ends {
         self.attempts.push(before.attempt as i32);
         self.at.push(micros(after.updated_at));
         self.outcomes.push(plan.outcome.as_str());
+        self.counted.push((plan.outcome == RunOutcome::Success, plan.outcome.is_failure()));
         self.errors.push(plan.error.clone().unwrap_or_default());
         self.tokens_in.push(plan.tokens.0.map(|t| t as i64));
         self.tokens_out.push(plan.tokens.1.map(|t| t as i64));
@@ -379,21 +392,15 @@ impl Ends {
         // Every statement prepared first (from the connection's cache, after its first use), so
         // that each is sent on its first poll below, in this order, and `then` after them all:
         // a statement still being prepared would be sent after `then`.
-        for sql in [
-            END_ROWS,
-            END_DEPENDENTS,
-            END_RUNS,
-            crate::rows::JOURNAL_INSERT,
-            crate::NOTIFY,
-            END_NOTIFY_IF_READY,
-        ] {
+        for sql in [&END_ROWS, END_DEPENDENTS, END_RUNS, crate::NOTIFY, END_NOTIFY_IF_READY] {
             tx.prepare_cached(sql).await.map_err(backend)?;
         }
         let rows = async {
-            let stmt = tx.prepare_cached(END_ROWS).await.map_err(backend)?;
-            tx.execute(&stmt, &[&self.nums, &self.statuses, &self.results, &self.failures, &self.at])
-                .await
-                .map_err(backend)
+            let stmt = tx.prepare_cached(&END_ROWS).await.map_err(backend)?;
+            let rows: [&(dyn ToSql + Sync); 5] =
+                [&self.nums, &self.statuses, &self.results, &self.failures, &self.at];
+            let params: Vec<&(dyn ToSql + Sync)> = rows.into_iter().chain(self.journal.params()).collect();
+            tx.execute(&stmt, &params).await.map_err(backend)
         };
         let dependents = async {
             if self.unblocking.is_empty() {
@@ -413,7 +420,7 @@ impl Ends {
         let runs = async {
             let stmt = tx.prepare_cached(END_RUNS).await.map_err(backend)?;
             let each = (0..self.nums.len()).map(|i| {
-                let params: [&(dyn ToSql + Sync); 7] = [
+                let params: [&(dyn ToSql + Sync); 9] = [
                     &self.nums[i],
                     &self.attempts[i],
                     &self.at[i],
@@ -421,6 +428,8 @@ impl Ends {
                     &self.errors[i],
                     &self.tokens_in[i],
                     &self.tokens_out[i],
+                    &self.counted[i].0,
+                    &self.counted[i].1,
                 ];
                 tx.execute_raw(&stmt, params)
             });
@@ -443,68 +452,40 @@ impl Ends {
             let stmt = tx.prepare_cached(END_NOTIFY_IF_READY).await.map_err(backend)?;
             tx.execute(&stmt, &[&crate::READY_CHANNEL, &self.unblocking]).await.map_err(backend).map(|_| ())
         };
-        let (_, _, _, (), (), out) =
-            tokio::try_join!(rows, dependents, runs, self.journal.insert(tx), notify, then)?;
+        let (_, _, _, (), out) = tokio::try_join!(rows, dependents, runs, notify, then)?;
         Ok(out)
     }
 }
 
-/// A run end's row: its status, result, failures; the lease cleared.
-const END_ROWS: &str = "UPDATE task SET status = e.status, result = e.result, failures = e.failures, \
-     lease_owner = NULL, lease_expires_at = NULL, updated_at = e.at \
-     FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::INT[], $5::BIGINT[]) \
-     AS e(enum, status, result, failures, at) WHERE num = e.enum";
+/// Run ends' rows: each one's status, result, failures, the lease cleared; and their journal
+/// entries ([`JournalRows::params`] from `$6`), in the same statement.
+static END_ROWS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH j AS ({}) UPDATE task SET status = e.status, result = e.result, failures = e.failures, \
+         lease_owner = NULL, lease_expires_at = NULL, updated_at = e.at \
+         FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::INT[], $5::BIGINT[]) \
+         AS e(enum, status, result, failures, at) WHERE num = e.enum",
+        crate::rows::journal_insert_sql(6)
+    )
+});
 
 /// The dependents a run end released: one unmet dep fewer for each.
 const END_DEPENDENTS: &str = "UPDATE task SET unmet_deps = unmet_deps - d.c FROM (SELECT task AS dnum, count(*)::INT AS c \
      FROM task_dep WHERE dep = ANY($1) GROUP BY task) AS d WHERE num = d.dnum";
 
-/// A run end's run record.
-const END_RUNS: &str = "UPDATE run SET finished = $3, outcome = $4, error = $5, tokens_in = $6, tokens_out = $7 \
-     WHERE task = $1 AND attempt = $2";
+/// A run end's run record, and the ended runs' counts (`run_count`, in this backend's shard; $8: a
+/// success, $9: a failure, as [`RunOutcome::is_failure`] says). The only statement that ends a
+/// run record, so the counts follow every end (S9, I3); a record already ended is left as it is
+/// and not counted again.
+pub(crate) const END_RUNS: &str = "WITH r AS (UPDATE run SET finished = $3, outcome = $4, error = $5, \
+     tokens_in = $6, tokens_out = $7 WHERE task = $1 AND attempt = $2 AND outcome = 'running' RETURNING action) \
+     INSERT INTO run_count AS c (action, shard, runs, successes, failures, tokens_in, tokens_out) \
+     SELECT action, pg_backend_pid() % 64, 1, $8::BOOLEAN::INT, $9::BOOLEAN::INT, coalesce($6, 0), \
+     coalesce($7, 0) FROM r \
+     ON CONFLICT (action, shard) DO UPDATE SET runs = c.runs + 1, successes = c.successes + excluded.successes, \
+     failures = c.failures + excluded.failures, tokens_in = c.tokens_in + excluded.tokens_in, \
+     tokens_out = c.tokens_out + excluded.tokens_out";
 
 /// A notice, when one of the dependents released is ready now.
 const END_NOTIFY_IF_READY: &str = "SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM task_dep d JOIN task t ON t.num = d.task \
      WHERE d.dep = ANY($2) AND t.status = 'pending' AND t.unmet_deps = 0)";
-
-/// New run records, column by column.
-#[derive(Default)]
-struct RunInserts {
-    nums: Vec<i64>,
-    attempts: Vec<i32>,
-    workers: Vec<String>,
-    actions: Vec<String>,
-    started: Vec<i64>,
-    keys: Vec<String>,
-}
-
-impl RunInserts {
-    fn push(&mut self, task: &Task, req: &ClaimRequest) {
-        self.nums.push(task.id.num() as i64);
-        self.attempts.push(task.attempt as i32);
-        self.workers.push(req.worker.clone());
-        self.actions.push(req.action.clone());
-        self.started.push(micros(req.now));
-        self.keys.push(idempotency_key(task.id, task.attempt));
-    }
-
-    async fn insert(&self, tx: &Transaction<'_>) -> Result<()> {
-        if self.nums.is_empty() {
-            return Ok(());
-        }
-        let stmt = tx
-            .prepare_cached(
-                "INSERT INTO run (task, attempt, worker, action, started, idempotency_key) \
-                 SELECT * FROM unnest($1::BIGINT[], $2::INT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::TEXT[])",
-            )
-            .await
-            .map_err(backend)?;
-        tx.execute(
-            &stmt,
-            &[&self.nums, &self.attempts, &self.workers, &self.actions, &self.started, &self.keys],
-        )
-        .await
-        .map_err(backend)?;
-        Ok(())
-    }
-}

@@ -202,7 +202,8 @@ async fn i3_an_upgraded_ledger_counts_its_ready_rows_once_and_keeps_them_counted
         .batch_execute(
             "DROP TRIGGER ready_count_insert ON task; DROP TRIGGER ready_count_update ON task; \
              DROP TRIGGER ready_count_delete ON task; DROP FUNCTION daicho_ready_count(); \
-             DROP INDEX task_not_due; DROP TABLE ready_count; UPDATE daicho_schema SET version = 5;",
+             DROP INDEX task_not_due; DROP TABLE ready_count; DROP TABLE run_count; DROP INDEX run_running; \
+             UPDATE daicho_schema SET version = 5;",
         )
         .await
         .expect("back to schema 5");
@@ -230,17 +231,44 @@ async fn s9_i3_an_upgraded_ledger_counts_its_runs_once_and_keeps_them_counted() 
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
     let task = tokio::spawn(connection);
     client
-        .batch_execute(
-            "DROP TRIGGER run_count_insert ON run; DROP TRIGGER run_count_update ON run; \
-             DROP TRIGGER run_count_delete ON run; DROP FUNCTION daicho_run_count(); DROP TABLE run_count; \
-             UPDATE daicho_schema SET version = 7;",
-        )
+        .batch_execute("DROP TABLE run_count; DROP INDEX run_running; UPDATE daicho_schema SET version = 7;")
         .await
         .expect("back to schema 7");
     let store = PgStore::open(&url).await.expect("open and upgrade");
     daicho_store::contract::check_stats_agree(&store, "the upgrade").await;
     let all = daicho_store::Store::stats(&store, jiff::Timestamp::UNIX_EPOCH).await.expect("stats");
     assert_eq!(all.iter().map(|s| s.runs).sum::<u64>(), 4, "{all:?}");
+    daicho_store::contract::some_runs(&store, "after").await;
+    daicho_store::contract::check_stats_agree(&store, "runs after the upgrade").await;
+    drop(client);
+    let _ = task.await;
+}
+
+/// S9, I3, I5: a ledger of schema version 8 (runs counted by triggers, the runs under way among
+/// them) is counted afresh from its run records when it is upgraded: whatever its counts said,
+/// they end equal to a pass over the runs, with the run under way counted as running once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_i3_i5_a_ledger_whose_runs_triggers_counted_is_counted_afresh_on_upgrade() {
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let store = PgStore::open(&url).await.expect("open");
+    daicho_store::contract::some_runs(&store, "before").await;
+    drop(store);
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let task = tokio::spawn(connection);
+    client
+        .batch_execute(
+            "ALTER TABLE run_count ADD COLUMN running BIGINT NOT NULL DEFAULT 0; \
+             UPDATE run_count SET runs = runs + 1000, running = 7; DROP INDEX run_running; \
+             UPDATE daicho_schema SET version = 8;",
+        )
+        .await
+        .expect("back to schema 8");
+    let store = PgStore::open(&url).await.expect("open and upgrade");
+    daicho_store::contract::check_stats_agree(&store, "the upgrade").await;
+    let all = daicho_store::Store::stats(&store, jiff::Timestamp::UNIX_EPOCH).await.expect("stats");
+    let totals = all.iter().fold((0, 0), |(runs, running), s| (runs + s.runs, running + s.running));
+    assert_eq!(totals, (4, 1), "{all:?}");
     daicho_store::contract::some_runs(&store, "after").await;
     daicho_store::contract::check_stats_agree(&store, "runs after the upgrade").await;
     drop(client);
@@ -382,4 +410,87 @@ async fn i5_s1_a_look_passes_over_the_rows_another_look_holds() {
     held.rollback().await.expect("rollback");
     drop(client);
     let _ = task.await;
+}
+
+/// I5, D1: a run end takes the write lock (shared) before it reads or writes its row: while a
+/// write that changes deps holds it exclusively (an upsert, an edit: here another session, with
+/// the key of daicho's write lock), the end waits on it, and it records the end once the lock is
+/// let go. (Whether other rows wait on the ended one is read under that lock and must hold until
+/// the end commits.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
+    use daicho_core::policy::FailurePolicy;
+    use daicho_core::{Actor, Item, Status};
+    use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, Store as _, UnknownDeps};
+    use std::time::{Duration, Instant};
+
+    /// daicho's write lock: "daicho" in ASCII, then 1.
+    const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let store = std::sync::Arc::new(backend.open().await);
+    let now = jiff::Timestamp::from_second(1_800_000_000).expect("instant");
+    let batch = Batch {
+        items: vec![Item::new("ends under the lock", "pg")].into(),
+        actor: Actor::Push("pg".into()),
+        now,
+        file: "pg".into(),
+        unknown_deps: UnknownDeps::Refuse,
+    };
+    let id = store.upsert(batch).await.expect("upsert").added[0];
+    let request = ClaimRequest {
+        id,
+        worker: "w".into(),
+        action: "act".into(),
+        now,
+        lease: jiff::SignedDuration::from_mins(30),
+        require_run: false,
+        require_approval: false,
+    };
+    let ClaimOutcome::Claimed(task) = store.claim(request).await.expect("claim") else { panic!("claimed") };
+    let (mut client, connection) =
+        tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let conn = tokio::spawn(connection);
+    let writer = client.transaction().await.expect("begin");
+    writer.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).await.expect("the write lock");
+    let ending = std::sync::Arc::clone(&store);
+    let end = tokio::spawn(async move {
+        let run_end =
+            RunEnd::Success { result: "ok".into(), status: Status::Done, tokens_in: None, tokens_out: None };
+        let finish = Finish {
+            id,
+            attempt: task.attempt,
+            worker: "w".into(),
+            now,
+            end: run_end,
+            policy: FailurePolicy::default(),
+        };
+        ending.finish(finish).await
+    });
+    // The end is seen waiting for the advisory lock, and still unfinished.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let waiting: i64 = writer
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ShareLock'",
+                &[],
+            )
+            .await
+            .expect("pg_locks")
+            .get(0);
+        if waiting == 1 {
+            break;
+        }
+        assert!(!end.is_finished(), "the run end went ahead of the write lock: {:?}", end.await);
+        assert!(Instant::now() < deadline, "the run end was never seen waiting for the write lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let row: String = writer.query_one("SELECT status FROM task", &[]).await.expect("status").get(0);
+    assert_eq!(row, "running", "nothing of the end is written while it waits");
+    writer.commit().await.expect("let go");
+    let ended =
+        tokio::time::timeout(Duration::from_secs(20), end).await.expect("the end goes on").expect("task");
+    assert_eq!(ended.expect("finish").status, Status::Done);
+    drop(client);
+    let _ = conn.await;
 }
