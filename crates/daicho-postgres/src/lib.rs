@@ -676,7 +676,7 @@ impl Store for PgStore {
                 true => tx.query(
                     "SELECT action, sum(runs)::BIGINT, sum(successes)::BIGINT, sum(failures)::BIGINT, \
                      sum(running)::BIGINT, sum(tokens_in)::BIGINT, sum(tokens_out)::BIGINT FROM ( \
-                     SELECT action, runs, successes, failures, 0::BIGINT AS running, tokens_in, tokens_out \
+                     SELECT action, runs, successes, failures, running, tokens_in, tokens_out \
                      FROM run_count UNION ALL SELECT action, count(*), 0, 0, count(*), \
                      coalesce(sum(tokens_in), 0)::BIGINT, coalesce(sum(tokens_out), 0)::BIGINT FROM run \
                      WHERE outcome = 'running' GROUP BY action) AS c \

@@ -479,8 +479,8 @@ const END_DEPENDENTS: &str = "UPDATE task SET unmet_deps = unmet_deps - d.c FROM
 /// and not counted again.
 pub(crate) const END_RUNS: &str = "WITH r AS (UPDATE run SET finished = $3, outcome = $4, error = $5, \
      tokens_in = $6, tokens_out = $7 WHERE task = $1 AND attempt = $2 AND outcome = 'running' RETURNING action) \
-     INSERT INTO run_count AS c (action, shard, runs, successes, failures, tokens_in, tokens_out) \
-     SELECT action, pg_backend_pid() % 64, 1, $8::BOOLEAN::INT, $9::BOOLEAN::INT, coalesce($6, 0), \
+     INSERT INTO run_count AS c (action, shard, runs, successes, failures, running, tokens_in, tokens_out) \
+     SELECT action, pg_backend_pid() % 64, 1, $8::BOOLEAN::INT, $9::BOOLEAN::INT, 0, coalesce($6, 0), \
      coalesce($7, 0) FROM r \
      ON CONFLICT (action, shard) DO UPDATE SET runs = c.runs + 1, successes = c.successes + excluded.successes, \
      failures = c.failures + excluded.failures, tokens_in = c.tokens_in + excluded.tokens_in, \

@@ -202,8 +202,7 @@ async fn i3_an_upgraded_ledger_counts_its_ready_rows_once_and_keeps_them_counted
         .batch_execute(
             "DROP TRIGGER ready_count_insert ON task; DROP TRIGGER ready_count_update ON task; \
              DROP TRIGGER ready_count_delete ON task; DROP FUNCTION daicho_ready_count(); \
-             DROP INDEX task_not_due; DROP TABLE ready_count; DROP TABLE run_count; DROP INDEX run_running; \
-             UPDATE daicho_schema SET version = 5;",
+             DROP INDEX task_not_due; DROP TABLE ready_count; UPDATE daicho_schema SET version = 5;",
         )
         .await
         .expect("back to schema 5");
@@ -223,25 +222,9 @@ async fn i3_an_upgraded_ledger_counts_its_ready_rows_once_and_keeps_them_counted
 /// history once when it is upgraded, and keeps it counted after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s9_i3_an_upgraded_ledger_counts_its_runs_once_and_keeps_them_counted() {
-    let backend = PgBackend::fresh();
-    let Some(url) = backend.url.clone() else { return };
-    let store = PgStore::open(&url).await.expect("open");
-    daicho_store::contract::some_runs(&store, "before").await;
-    drop(store);
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
-    let task = tokio::spawn(connection);
-    client
-        .batch_execute("DROP TABLE run_count; DROP INDEX run_running; UPDATE daicho_schema SET version = 7;")
-        .await
-        .expect("back to schema 7");
-    let store = PgStore::open(&url).await.expect("open and upgrade");
-    daicho_store::contract::check_stats_agree(&store, "the upgrade").await;
-    let all = daicho_store::Store::stats(&store, jiff::Timestamp::UNIX_EPOCH).await.expect("stats");
+    let back = "DROP TABLE run_count; DROP INDEX run_running; UPDATE daicho_schema SET version = 7;";
+    let Some(all) = stats_after_an_upgrade(back, "7").await else { return };
     assert_eq!(all.iter().map(|s| s.runs).sum::<u64>(), 4, "{all:?}");
-    daicho_store::contract::some_runs(&store, "after").await;
-    daicho_store::contract::check_stats_agree(&store, "runs after the upgrade").await;
-    drop(client);
-    let _ = task.await;
 }
 
 /// S9, I3, I5: a ledger of schema version 8 (runs counted by triggers, the runs under way among
@@ -249,30 +232,33 @@ async fn s9_i3_an_upgraded_ledger_counts_its_runs_once_and_keeps_them_counted() 
 /// they end equal to a pass over the runs, with the run under way counted as running once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s9_i3_i5_a_ledger_whose_runs_triggers_counted_is_counted_afresh_on_upgrade() {
+    let back = "UPDATE run_count SET runs = runs + 1000, running = 7; DROP INDEX run_running; \
+                UPDATE daicho_schema SET version = 8;";
+    let Some(all) = stats_after_an_upgrade(back, "8").await else { return };
+    let totals = all.iter().fold((0, 0), |(runs, running), s| (runs + s.runs, running + s.running));
+    assert_eq!(totals, (4, 1), "{all:?}");
+}
+
+/// Runs some runs in a fresh ledger, takes it back to an older schema with `back`, opens it (which
+/// upgrades it) and returns its stats since the first run; checks that the kept counts equal a
+/// pass over the runs then and after more runs. `None` without PostgreSQL (opted out).
+async fn stats_after_an_upgrade(back: &str, version: &str) -> Option<Vec<daicho_store::ActionStats>> {
     let backend = PgBackend::fresh();
-    let Some(url) = backend.url.clone() else { return };
+    let url = backend.url.clone()?;
     let store = PgStore::open(&url).await.expect("open");
     daicho_store::contract::some_runs(&store, "before").await;
     drop(store);
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
     let task = tokio::spawn(connection);
-    client
-        .batch_execute(
-            "ALTER TABLE run_count ADD COLUMN running BIGINT NOT NULL DEFAULT 0; \
-             UPDATE run_count SET runs = runs + 1000, running = 7; DROP INDEX run_running; \
-             UPDATE daicho_schema SET version = 8;",
-        )
-        .await
-        .expect("back to schema 8");
+    client.batch_execute(back).await.unwrap_or_else(|e| panic!("back to schema {version}: {e}"));
     let store = PgStore::open(&url).await.expect("open and upgrade");
     daicho_store::contract::check_stats_agree(&store, "the upgrade").await;
     let all = daicho_store::Store::stats(&store, jiff::Timestamp::UNIX_EPOCH).await.expect("stats");
-    let totals = all.iter().fold((0, 0), |(runs, running), s| (runs + s.runs, running + s.running));
-    assert_eq!(totals, (4, 1), "{all:?}");
     daicho_store::contract::some_runs(&store, "after").await;
     daicho_store::contract::check_stats_agree(&store, "runs after the upgrade").await;
     drop(client);
     let _ = task.await;
+    Some(all)
 }
 
 /// I3, I5: a run end finds its run record by its key, never by reading the run table through: in
