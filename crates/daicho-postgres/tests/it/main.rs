@@ -458,7 +458,8 @@ async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
     loop {
         let waiting: i64 = writer
             .query_one(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ShareLock'",
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ShareLock' \
+                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
                 &[],
             )
             .await
