@@ -336,7 +336,7 @@ async fn i5_a_run_end_wakes_idle_workers_only_when_it_makes_work_ready() {
 async fn i5_s1_a_look_passes_over_the_rows_another_look_holds() {
     use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
     use daicho_core::{Actor, Item, Tags, TaskId};
-    use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Store as _, UnknownDeps};
+    use daicho_store::{Batch, ClaimOutcome, Store as _, UnknownDeps};
     use std::sync::{Arc, Mutex};
 
     let backend = PgBackend::fresh();
@@ -373,18 +373,7 @@ async fn i5_s1_a_look_passes_over_the_rows_another_look_holds() {
     let seen = Arc::clone(&shown);
     let pick = Box::new(move |window: &[daicho_core::Task]| {
         seen.lock().expect("seen").extend(window.iter().map(|t| t.id));
-        window
-            .iter()
-            .map(|t| ClaimRequest {
-                id: t.id,
-                worker: "w".into(),
-                action: "act".into(),
-                now,
-                lease: jiff::SignedDuration::from_mins(30),
-                require_run: false,
-                require_approval: false,
-            })
-            .collect()
+        window.iter().map(|t| claim_request(t.id, now)).collect()
     });
     // A window of one row, as a one-slot worker reads it.
     let next = store.claim_next(now, scope, 1, 100, pick).await.expect("claim_next").expect("a look");
@@ -407,7 +396,7 @@ async fn i5_s1_a_look_passes_over_the_rows_another_look_holds() {
 async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
     use daicho_core::policy::FailurePolicy;
     use daicho_core::{Actor, Item, Status};
-    use daicho_store::{Batch, ClaimOutcome, ClaimRequest, Finish, RunEnd, Store as _, UnknownDeps};
+    use daicho_store::{Batch, ClaimOutcome, Finish, RunEnd, Store as _, UnknownDeps};
     use std::time::{Duration, Instant};
 
     /// daicho's write lock: "daicho" in ASCII, then 1.
@@ -424,16 +413,9 @@ async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
         unknown_deps: UnknownDeps::Refuse,
     };
     let id = store.upsert(batch).await.expect("upsert").added[0];
-    let request = ClaimRequest {
-        id,
-        worker: "w".into(),
-        action: "act".into(),
-        now,
-        lease: jiff::SignedDuration::from_mins(30),
-        require_run: false,
-        require_approval: false,
+    let ClaimOutcome::Claimed(task) = store.claim(claim_request(id, now)).await.expect("claim") else {
+        panic!("claimed")
     };
-    let ClaimOutcome::Claimed(task) = store.claim(request).await.expect("claim") else { panic!("claimed") };
     let (mut client, connection) =
         tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
     let conn = tokio::spawn(connection);
@@ -480,4 +462,17 @@ async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
     assert_eq!(ended.expect("finish").status, Status::Done);
     drop(client);
     let _ = conn.await;
+}
+
+/// Worker `w`'s request for `id` under action `act`, with a 30-minute lease.
+fn claim_request(id: daicho_core::TaskId, now: jiff::Timestamp) -> daicho_store::ClaimRequest {
+    daicho_store::ClaimRequest {
+        id,
+        worker: "w".into(),
+        action: "act".into(),
+        now,
+        lease: jiff::SignedDuration::from_mins(30),
+        require_run: false,
+        require_approval: false,
+    }
 }
