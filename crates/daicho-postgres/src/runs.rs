@@ -374,6 +374,21 @@ impl Ends {
         Ok(())
     }
 
+    /// The `i`th end's run record, bound as [`run_end_sql`]'s parameters in their order.
+    fn run_params(&self, i: usize) -> [&(dyn ToSql + Sync); 9] {
+        [
+            &self.nums[i],
+            &self.attempts[i],
+            &self.at[i],
+            &self.outcomes[i],
+            &self.errors[i],
+            &self.tokens_in[i],
+            &self.tokens_out[i],
+            &self.counted[i].0,
+            &self.counted[i].1,
+        ]
+    }
+
     /// Writes the ends: the rows, their dependents' counters, the run records and the journal,
     /// and the ready notification, in one round trip (independent statements, pipelined by
     /// tokio-postgres; a finished row is never a dependent of another in the same batch, since it
@@ -392,14 +407,17 @@ impl Ends {
         // Every statement prepared first (from the connection's cache, after its first use), so
         // that each is sent on its first poll below, in this order, and `then` after them all:
         // a statement still being prepared would be sent after `then`.
-        for sql in [&END_ROWS, END_DEPENDENTS, END_RUNS, crate::NOTIFY, END_NOTIFY_IF_READY] {
+        for sql in [END_ROWS.as_str(), END_DEPENDENTS, END_RUNS.as_str(), crate::NOTIFY, END_NOTIFY_IF_READY]
+        {
             tx.prepare_cached(sql).await.map_err(backend)?;
         }
+        // The rows, their journal entries and the first end's run record: one statement.
         let rows = async {
             let stmt = tx.prepare_cached(&END_ROWS).await.map_err(backend)?;
             let rows: [&(dyn ToSql + Sync); 5] =
                 [&self.nums, &self.statuses, &self.results, &self.failures, &self.at];
-            let params: Vec<&(dyn ToSql + Sync)> = rows.into_iter().chain(self.journal.params()).collect();
+            let params: Vec<&(dyn ToSql + Sync)> =
+                rows.into_iter().chain(self.journal.params()).chain(self.run_params(0)).collect();
             tx.execute(&stmt, &params).await.map_err(backend)
         };
         let dependents = async {
@@ -412,27 +430,14 @@ impl Ends {
             let stmt = tx.prepare_cached(END_DEPENDENTS).await.map_err(backend)?;
             tx.execute(&stmt, &[&self.unblocking]).await.map_err(backend)
         };
-        // One statement per run record, by its primary key (pipelined, one round trip in all):
-        // the run table grows from empty with every claim, faster than autovacuum analyzes it,
-        // and a join with the ends planned from its stale size scanned the whole table at every
-        // run end (3,000 rows read per end in a fresh ledger's first seconds). A key lookup is
-        // an index scan whatever the statistics say.
+        // One statement per further run record, by its primary key (pipelined, one round trip in
+        // all): the run table grows from empty with every claim, faster than autovacuum analyzes
+        // it, and a join with the ends planned from its stale size scanned the whole table at
+        // every run end (3,000 rows read per end in a fresh ledger's first seconds). A key lookup
+        // is an index scan whatever the statistics say.
         let runs = async {
-            let stmt = tx.prepare_cached(END_RUNS).await.map_err(backend)?;
-            let each = (0..self.nums.len()).map(|i| {
-                let params: [&(dyn ToSql + Sync); 9] = [
-                    &self.nums[i],
-                    &self.attempts[i],
-                    &self.at[i],
-                    &self.outcomes[i],
-                    &self.errors[i],
-                    &self.tokens_in[i],
-                    &self.tokens_out[i],
-                    &self.counted[i].0,
-                    &self.counted[i].1,
-                ];
-                tx.execute_raw(&stmt, params)
-            });
+            let stmt = tx.prepare_cached(&END_RUNS).await.map_err(backend)?;
+            let each = (1..self.nums.len()).map(|i| tx.execute_raw(&stmt, self.run_params(i)));
             futures_util::future::try_join_all(each).await.map_err(backend)
         };
         // Workers waiting for work are told (at commit) when these ends make some ready: rows
@@ -457,15 +462,17 @@ impl Ends {
     }
 }
 
-/// Run ends' rows: each one's status, result, failures, the lease cleared; and their journal
-/// entries ([`JournalRows::params`] from `$6`), in the same statement.
+/// Run ends' rows: each one's status, result, failures, the lease cleared; with their journal
+/// entries ([`JournalRows::params`] from `$6`) and the first end's run record ([`run_end_sql`]
+/// from `$13`), in one statement.
 static END_ROWS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "WITH j AS ({}) UPDATE task SET status = e.status, result = e.result, failures = e.failures, \
+        "WITH j AS ({}), {} UPDATE task SET status = e.status, result = e.result, failures = e.failures, \
          lease_owner = NULL, lease_expires_at = NULL, updated_at = e.at \
          FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::INT[], $5::BIGINT[]) \
          AS e(enum, status, result, failures, at) WHERE num = e.enum",
-        crate::rows::journal_insert_sql(6)
+        crate::rows::journal_insert_sql(6),
+        run_end_sql(13)
     )
 });
 
@@ -473,18 +480,31 @@ static END_ROWS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 const END_DEPENDENTS: &str = "UPDATE task SET unmet_deps = unmet_deps - d.c FROM (SELECT task AS dnum, count(*)::INT AS c \
      FROM task_dep WHERE dep = ANY($1) GROUP BY task) AS d WHERE num = d.dnum";
 
-/// A run end's run record, and the ended runs' counts (`run_count`, in this backend's shard; $8: a
-/// success, $9: a failure, as [`RunOutcome::is_failure`] says). The only statement that ends a
-/// run record, so the counts follow every end (S9, I3); a record already ended is left as it is
-/// and not counted again.
-pub(crate) const END_RUNS: &str = "WITH r AS (UPDATE run SET finished = $3, outcome = $4, error = $5, \
-     tokens_in = $6, tokens_out = $7 WHERE task = $1 AND attempt = $2 AND outcome = 'running' RETURNING action) \
-     INSERT INTO run_count AS c (action, shard, runs, successes, failures, running, tokens_in, tokens_out) \
-     SELECT action, pg_backend_pid() % 64, 1, $8::BOOLEAN::INT, $9::BOOLEAN::INT, 0, coalesce($6, 0), \
-     coalesce($7, 0) FROM r \
-     ON CONFLICT (action, shard) DO UPDATE SET runs = c.runs + 1, successes = c.successes + excluded.successes, \
-     failures = c.failures + excluded.failures, tokens_in = c.tokens_in + excluded.tokens_in, \
-     tokens_out = c.tokens_out + excluded.tokens_out";
+/// A run end's run record, and the ended runs' counts (`run_count`, in this backend's shard), as
+/// two CTEs (`ended`, `counted`) with their parameters numbered from `$first`: the record's task
+/// and attempt, its end (finished, outcome, error, tokens in and out), and whether it counts as a
+/// success and as a failure ([`RunOutcome::is_failure`]). The only statement that ends a run
+/// record, so the counts follow every end (S9, I3); a record already ended is left as it is and
+/// not counted again.
+fn run_end_sql(first: usize) -> String {
+    let [task, attempt, finished, outcome, error, tokens_in, tokens_out, success, failure] =
+        std::array::from_fn::<usize, 9, _>(|i| first + i);
+    format!(
+        "ended AS (UPDATE run SET finished = ${finished}, outcome = ${outcome}, error = ${error}, \
+         tokens_in = ${tokens_in}, tokens_out = ${tokens_out} \
+         WHERE task = ${task} AND attempt = ${attempt} AND outcome = 'running' RETURNING action), \
+         counted AS (INSERT INTO run_count AS c (action, shard, runs, successes, failures, running, tokens_in, \
+         tokens_out) SELECT action, pg_backend_pid() % 64, 1, ${success}::BOOLEAN::INT, ${failure}::BOOLEAN::INT, 0, \
+         coalesce(${tokens_in}, 0), coalesce(${tokens_out}, 0) FROM ended \
+         ON CONFLICT (action, shard) DO UPDATE SET runs = c.runs + 1, successes = c.successes + excluded.successes, \
+         failures = c.failures + excluded.failures, tokens_in = c.tokens_in + excluded.tokens_in, \
+         tokens_out = c.tokens_out + excluded.tokens_out)"
+    )
+}
+
+/// The run record of an end after the first ([`run_end_sql`]).
+static END_RUNS: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("WITH {} SELECT 1", run_end_sql(1)));
 
 /// A notice, when one of the dependents released is ready now.
 const END_NOTIFY_IF_READY: &str = "SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM task_dep d JOIN task t ON t.num = d.task \

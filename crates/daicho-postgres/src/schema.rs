@@ -241,7 +241,7 @@ CREATE OR REPLACE TRIGGER run_count_delete AFTER DELETE ON run REFERENCING OLD T
     FOR EACH STATEMENT EXECUTE FUNCTION daicho_run_count();
 "#,
     // 9 (S9, I3, I5): `run_count` holds the runs that ended, counted by the one statement that
-    // ends a run record (`runs::END_RUNS`) in its own transaction; the runs under way are read
+    // ends a run record (`runs::run_end_sql`) in its own transaction; the runs under way are read
     // from an index of their own (a few rows: one per live run). No trigger: a claim writes no
     // counter row, and a run end writes one without a call into PL/pgSQL (the triggers took a
     // quarter of the server's time per task under 16 workers). The column `running` stays, at 0,
