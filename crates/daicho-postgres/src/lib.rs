@@ -14,6 +14,7 @@ mod purge;
 mod rows;
 mod runs;
 mod schema;
+mod tx;
 
 use std::collections::{HashMap, HashSet};
 
@@ -29,10 +30,11 @@ use daicho_store::{
     ListFilter, NextClaim, Pick, PurgeReport, Queued, ReadySet, RestoreReport, Result, RunOutcome, RunRecord,
     StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
 };
-use deadpool_postgres::{Pool, Transaction};
+use deadpool_postgres::Pool;
 use jiff::Timestamp;
 
 use crate::rows::{COLUMNS, micros, read_task};
+use crate::tx::Tx;
 
 /// Rows added by one upsert from which the table statistics are refreshed right after it.
 const ANALYZE_AFTER: usize = 1_000;
@@ -284,22 +286,30 @@ impl PgStore {
     }
 }
 
-/// Runs `$body` in one transaction bound to `$tx`; with `lock`, under the write lock.
+/// Runs `$body` in one transaction bound to `$tx` (a [`Tx`]); with `lock`, under the write lock.
+/// When `$body` fails (`?` in it returns its error), the transaction is rolled back and the
+/// error returned.
 macro_rules! in_tx {
-    ($self:ident, lock, |$tx:ident| $body:expr) => {{
-        let mut client = $self.client().await?;
-        let $tx = client.transaction().await.map_err(backend)?;
-        write_lock(&$tx).await?;
-        let out = $body;
-        $tx.commit().await.map_err(backend)?;
-        Ok(out)
-    }};
+    ($self:ident, lock, |$tx:ident| $body:expr) => {
+        in_tx!($self, |$tx| {
+            write_lock(&$tx).await?;
+            $body
+        })
+    };
     ($self:ident, |$tx:ident| $body:expr) => {{
-        let mut client = $self.client().await?;
-        let $tx = client.transaction().await.map_err(backend)?;
-        let out = $body;
-        $tx.commit().await.map_err(backend)?;
-        Ok(out)
+        let $tx = Tx::begin($self.client().await?).await?;
+        match async { Ok::<_, StoreError>($body) }.await {
+            Ok(out) => {
+                $tx.commit().await?;
+                Ok(out)
+            }
+            Err(e) => {
+                // The body's error is the answer; a rollback that fails leaves the transaction
+                // unfinished, and its connection is closed when `$tx` is dropped.
+                let _ = $tx.rollback().await;
+                Err(e)
+            }
+        }
     }};
 }
 
@@ -458,7 +468,8 @@ impl Store for PgStore {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
-        in_tx!(self, |tx| runs::claim_in(&tx, &requests, runs::Take::All).await?)
+        let tx = Tx::begin(self.client().await?).await?;
+        runs::claim_and_commit(&tx, &requests, runs::Take::All).await
     }
 
     async fn claim_first(&self, requests: Vec<ClaimRequest>) -> Result<ClaimOutcome> {
@@ -467,10 +478,9 @@ impl Store for PgStore {
         }
         // One statement for all the candidates: a row another worker holds is skipped, not
         // waited for (`FOR UPDATE SKIP LOCKED`), and one taken since is passed over in it.
-        in_tx!(self, |tx| {
-            let mut outcomes = runs::claim_in(&tx, &requests, runs::Take::First).await?;
-            outcomes.pop().unwrap_or(ClaimOutcome::NotClaimable)
-        })
+        let tx = Tx::begin(self.client().await?).await?;
+        let mut outcomes = runs::claim_and_commit(&tx, &requests, runs::Take::First).await?;
+        Ok(outcomes.pop().unwrap_or(ClaimOutcome::NotClaimable))
     }
 
     async fn finish_many(&self, finishes: Vec<Finish>) -> Result<Vec<Result<Task>>> {
@@ -490,12 +500,13 @@ impl Store for PgStore {
         pick: Pick,
     ) -> Result<Option<NextClaim>> {
         // The look and the claim from it in one transaction; a look of one row reads it locked.
-        in_tx!(self, |tx| runs::finish_and_claim_next_in(&tx, &[], now, &scope, window, limit, pick).await?.1)
+        let tx = Tx::pending(self.client().await?);
+        Ok(runs::finish_and_claim_next(&tx, &[], now, &scope, window, limit, pick).await?.1)
     }
 
     fn claims_one_at_a_time(&self) -> bool {
         // A look of one row reads it locked, passing over rows other looks hold
-        // (`runs::finish_and_claim_next_in`).
+        // (`runs::finish_and_claim_next`).
         true
     }
 
@@ -511,12 +522,8 @@ impl Store for PgStore {
         // One transaction, one commit: the ends first (under the shared write lock), then the
         // head, read after them, and the claim from it.
         let both = async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await.map_err(backend)?;
-            let both =
-                runs::finish_and_claim_next_in(&tx, &finishes, now, &scope, window, limit, pick).await?;
-            tx.commit().await.map_err(backend)?;
-            Ok::<_, StoreError>(both)
+            let tx = Tx::pending(self.client().await?);
+            runs::finish_and_claim_next(&tx, &finishes, now, &scope, window, limit, pick).await
         };
         daicho_store::ends_alone_if_failed(self, both.await, finishes).await
     }
@@ -879,7 +886,7 @@ impl Store for PgStore {
 
 /// Records a person's decision on a task's queue entry (created if it was never queued).
 async fn decide(
-    tx: &Transaction<'_>,
+    tx: &Tx,
     id: TaskId,
     decision: Decision,
     reason: &str,
@@ -900,7 +907,7 @@ fn rx_try_drain(rx: Option<&mut tokio::sync::mpsc::UnboundedReceiver<()>>) -> bo
 }
 
 /// Takes the write lock (until the transaction ends).
-async fn write_lock(tx: &Transaction<'_>) -> Result<()> {
+async fn write_lock(tx: &Tx) -> Result<()> {
     advisory(tx, "SELECT pg_advisory_xact_lock($1)").await
 }
 
@@ -909,12 +916,12 @@ async fn write_lock(tx: &Transaction<'_>) -> Result<()> {
 /// locks, so they may run side by side (and their commits share WAL flushes), while any write
 /// that reads the dependency bookkeeping to decide (an upsert, an edit) still waits for them and
 /// they for it.
-pub(crate) async fn write_lock_shared(tx: &Transaction<'_>) -> Result<()> {
+pub(crate) async fn write_lock_shared(tx: &Tx) -> Result<()> {
     advisory(tx, "SELECT pg_advisory_xact_lock_shared($1)").await
 }
 
 /// Takes the write lock as `sql` says (exclusive or shared).
-async fn advisory(tx: &Transaction<'_>, sql: &str) -> Result<()> {
+async fn advisory(tx: &Tx, sql: &str) -> Result<()> {
     let lock = tx.prepare_cached(sql).await.map_err(backend)?;
     tx.execute(&lock, &[&WRITE_LOCK]).await.map_err(backend)?;
     Ok(())
@@ -924,18 +931,22 @@ async fn advisory(tx: &Transaction<'_>, sql: &str) -> Result<()> {
 pub(crate) const NOTIFY: &str = "SELECT pg_notify($1, '')";
 
 /// Announces (at commit) that work may have become ready.
-async fn notify_ready(tx: &Transaction<'_>) -> Result<()> {
+async fn notify_ready(tx: &Tx) -> Result<()> {
     let stmt = tx.prepare_cached(NOTIFY).await.map_err(backend)?;
     tx.execute(&stmt, &[&READY_CHANNEL]).await.map_err(backend)?;
     Ok(())
 }
 
-async fn paused_in(tx: &Transaction<'_>) -> Result<Option<String>> {
-    let stmt = tx.prepare_cached("SELECT value FROM setting WHERE name = 'paused'").await.map_err(backend)?;
+/// The statement of [`paused_in`].
+pub(crate) const PAUSED: &str = "SELECT value FROM setting WHERE name = 'paused'";
+
+/// The kill switch's reason, when it is on.
+async fn paused_in(tx: &Tx) -> Result<Option<String>> {
+    let stmt = tx.prepare_cached(PAUSED).await.map_err(backend)?;
     Ok(tx.query_opt(&stmt, &[]).await.map_err(backend)?.map(|r| r.get(0)))
 }
 
-async fn list_in(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Vec<Task>> {
+async fn list_in(tx: &Tx, filter: &ListFilter) -> Result<Vec<Task>> {
     let rows = tx.query(&codec::list_sql(filter), &[]).await.map_err(backend)?;
     rows.iter().map(read_task).collect()
 }
@@ -943,7 +954,7 @@ async fn list_in(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Vec<Task>>
 /// The deps of the ledger rows reachable from `changes` (or only whether the rows exist, with
 /// `leaf`), loaded level by level, then the pure DAG check over them.
 async fn check_deps(
-    tx: &Transaction<'_>,
+    tx: &Tx,
     changes: &[NewDeps],
     new_rows: &[TaskId],
     refuse_unknown: bool,
@@ -993,7 +1004,7 @@ async fn check_deps(
 }
 
 /// Whether some ledger row waits for one of `ids`.
-async fn anyone_waits_for(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<bool> {
+async fn anyone_waits_for(tx: &Tx, ids: &[TaskId]) -> Result<bool> {
     if ids.is_empty() {
         return Ok(false);
     }
@@ -1005,7 +1016,7 @@ async fn anyone_waits_for(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<bool> 
     Ok(row.get(0))
 }
 
-async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> {
+async fn upsert_in(tx: &Tx, batch: &Batch) -> Result<UpsertReport> {
     let next_id: i64 =
         tx.query_one("SELECT value FROM meta WHERE name = 'next_id'", &[]).await.map_err(backend)?.get(0);
     // Decided a range at a time, from the rows each range matches by key and by requested id:
@@ -1060,13 +1071,7 @@ async fn upsert_in(tx: &Transaction<'_>, batch: &Batch) -> Result<UpsertReport> 
     Ok(report)
 }
 
-async fn edit_in(
-    tx: &Transaction<'_>,
-    id: TaskId,
-    edit: &TaskEdit,
-    actor: &Actor,
-    now: Timestamp,
-) -> Result<Task> {
+async fn edit_in(tx: &Tx, id: TaskId, edit: &TaskEdit, actor: &Actor, now: Timestamp) -> Result<Task> {
     let before = rows::lock_task(tx, id).await?.ok_or(StoreError::NotFound(id))?;
     let after = daicho_store::ends::plan_edit(&before, edit, actor, now)?;
     if after.deps != before.deps {

@@ -3,17 +3,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::tx::Tx;
 use daicho_core::{Actor, Task, TaskId};
 use daicho_store::writes::{plan_purge, plan_restore, purged_rows, restore_lookups};
 use daicho_store::{PurgeReport, RestoreReport, Result};
-use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 
 use crate::backend;
 use crate::rows::{self, COLUMNS, read_task};
 
 pub(crate) async fn purge_in(
-    tx: &Transaction<'_>,
+    tx: &Tx,
     source: &str,
     apply: bool,
     actor: &Actor,
@@ -47,7 +47,7 @@ pub(crate) async fn purge_in(
 }
 
 pub(crate) async fn restore_in(
-    tx: &Transaction<'_>,
+    tx: &Tx,
     source: &str,
     actor: &Actor,
     now: Timestamp,

@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 
+use crate::tx::Tx;
 use daicho_core::{Status, Task, TaskId};
 use daicho_store::codec::{self, Cell, CellKind, TASK_COLUMNS};
 use daicho_store::writes::{JournalWrite, RowWrite};
 use daicho_store::{Result, StoreError};
-use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -54,7 +54,7 @@ pub(crate) fn read_task(row: &Row) -> Result<Task> {
     codec::decode(cells).map_err(StoreError::backend)
 }
 
-pub(crate) async fn get_task(tx: &Transaction<'_>, id: TaskId) -> Result<Option<Task>> {
+pub(crate) async fn get_task(tx: &Tx, id: TaskId) -> Result<Option<Task>> {
     let stmt =
         tx.prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = $1")).await.map_err(backend)?;
     tx.query_opt(&stmt, &[&(id.num() as i64)]).await.map_err(backend)?.as_ref().map(read_task).transpose()
@@ -62,7 +62,7 @@ pub(crate) async fn get_task(tx: &Transaction<'_>, id: TaskId) -> Result<Option<
 
 /// The row with this id, locked until the transaction ends: a claim (which takes no write lock)
 /// cannot change it between this read and the caller's write.
-pub(crate) async fn lock_task(tx: &Transaction<'_>, id: TaskId) -> Result<Option<Task>> {
+pub(crate) async fn lock_task(tx: &Tx, id: TaskId) -> Result<Option<Task>> {
     let stmt = tx
         .prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = $1 FOR UPDATE"))
         .await
@@ -71,7 +71,7 @@ pub(crate) async fn lock_task(tx: &Transaction<'_>, id: TaskId) -> Result<Option
 }
 
 /// The rows with one of these ids or keys.
-pub(crate) async fn rows_matching(tx: &Transaction<'_>, ids: &[TaskId], keys: &[&str]) -> Result<Vec<Task>> {
+pub(crate) async fn rows_matching(tx: &Tx, ids: &[TaskId], keys: &[&str]) -> Result<Vec<Task>> {
     let nums: Vec<i64> = ids.iter().map(|i| i.num() as i64).collect();
     let rows = tx
         .query(&format!("SELECT {COLUMNS} FROM task WHERE key = ANY($1) OR num = ANY($2)"), &[&keys, &nums])
@@ -81,7 +81,7 @@ pub(crate) async fn rows_matching(tx: &Transaction<'_>, ids: &[TaskId], keys: &[
 }
 
 /// The statuses of the rows of `ids` the ledger has.
-pub(crate) async fn statuses(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<HashMap<TaskId, Status>> {
+pub(crate) async fn statuses(tx: &Tx, ids: &[TaskId]) -> Result<HashMap<TaskId, Status>> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
@@ -97,7 +97,7 @@ pub(crate) async fn statuses(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<Has
 
 /// Applies a plan's writes, in order; the journal entries go in one statement at the end (in
 /// their order: no row write reads the journal).
-pub(crate) async fn apply(tx: &Transaction<'_>, writes: &[RowWrite]) -> Result<()> {
+pub(crate) async fn apply(tx: &Tx, writes: &[RowWrite]) -> Result<()> {
     // Collected (pointers only): a mapping closure held across the awaits would not be `Send`
     // for every lifetime, as async store methods must be.
     let writes: Vec<Result<&RowWrite>> = writes.iter().map(Ok).collect();
@@ -113,7 +113,7 @@ const JOURNAL_CHUNK: usize = 1_000;
 /// round trips), flushed before any other write so that every write sees the rows before it;
 /// journal entries in statements of as many (no row write reads the journal).
 pub(crate) async fn apply_all<W: std::borrow::Borrow<RowWrite>>(
-    tx: &Transaction<'_>,
+    tx: &Tx,
     writes: impl IntoIterator<Item = Result<W>>,
 ) -> Result<()> {
     let mut journal = JournalRows::default();
@@ -217,7 +217,7 @@ impl InsertRows {
         }
     }
 
-    async fn insert(self, tx: &Transaction<'_>) -> Result<()> {
+    async fn insert(self, tx: &Tx) -> Result<()> {
         if self.unmet.is_empty() {
             return Ok(());
         }
@@ -276,7 +276,7 @@ impl InsertRows {
 }
 
 /// Adds the edges of a row to `task_dep`.
-async fn insert_deps(tx: &Transaction<'_>, id: TaskId, deps: &[TaskId]) -> Result<()> {
+async fn insert_deps(tx: &Tx, id: TaskId, deps: &[TaskId]) -> Result<()> {
     if deps.is_empty() {
         return Ok(());
     }
@@ -306,7 +306,8 @@ pub(crate) fn journal_insert_sql(first: usize) -> String {
 }
 
 /// The statement of [`JournalRows::insert`].
-static JOURNAL_INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| journal_insert_sql(1));
+pub(crate) static JOURNAL_INSERT: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| journal_insert_sql(1));
 
 /// Journal entries, column by column, inserted in order with one statement.
 #[derive(Default)]
@@ -346,7 +347,7 @@ impl JournalRows {
         [&self.at, &self.nums, &self.ids, &self.actors, &self.kinds, &self.before, &self.after]
     }
 
-    pub(crate) async fn insert(&self, tx: &Transaction<'_>) -> Result<()> {
+    pub(crate) async fn insert(&self, tx: &Tx) -> Result<()> {
         if self.nums.is_empty() {
             return Ok(());
         }

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::tx::Tx;
 use daicho_core::policy::{ClaimScope, FailurePolicy};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::codec::ready_where;
@@ -11,7 +12,6 @@ use daicho_store::writes::JournalWrite;
 use daicho_store::{
     ClaimOutcome, ClaimRequest, Finish, JournalKind, NextClaim, Pick, Result, RunOutcome, StoreError,
 };
-use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 use tokio_postgres::types::ToSql;
 
@@ -29,11 +29,12 @@ pub(crate) enum Take {
 
 /// Claims the requests that are claimable (all of them, or the first one in their order), in one
 /// statement that locks the rows it takes (`FOR UPDATE SKIP LOCKED`: a row another transaction
-/// holds is skipped, never waited for), then writes the run records and the journal entries in
-/// one statement each. So a claim is one round trip for the rows and one for what goes with
-/// them, however many candidates other workers took first (I5).
-pub(crate) async fn claim_in(
-    tx: &Transaction<'_>,
+/// holds is skipped, never waited for) and writes their run records, then writes the journal
+/// entries and commits `tx`, in one round trip. So a claim is one round trip for the rows and
+/// one for what goes with them and the commit, however many candidates other workers took first
+/// (I5).
+pub(crate) async fn claim_and_commit(
+    tx: &Tx,
     requests: &[ClaimRequest],
     take: Take,
 ) -> Result<Vec<ClaimOutcome>> {
@@ -76,15 +77,18 @@ pub(crate) async fn claim_in(
         journal.push(&JournalWrite::change(req.now, &before, &after, &actor, JournalKind::Claim, None)?);
         claimed.insert(after.id, after);
     }
-    // The journal and (when some request was refused) the kill switch, in one round trip: the
-    // statements are independent, and tokio-postgres pipelines them. (The run records went in
-    // with the claim statement.)
+    // The journal, (when some request was refused) the kill switch, and the commit, in one round
+    // trip: tokio-postgres pipelines them, each statement prepared first so that each is sent on
+    // its first poll, before the COMMIT. (The run records went in with the claim statement.)
     let short = match take {
         Take::All => claimed.len() < requests.len(),
         Take::First => claimed.is_empty(),
     };
+    for sql in [crate::rows::JOURNAL_INSERT.as_str(), crate::PAUSED] {
+        tx.prepare_cached(sql).await.map_err(backend)?;
+    }
     let paused = async { if short { crate::paused_in(tx).await } else { Ok(None) } };
-    let ((), paused) = tokio::try_join!(journal.insert(tx), paused)?;
+    let ((), paused) = tx.commit_after(async { tokio::try_join!(journal.insert(tx), paused) }).await?;
     if take == Take::First {
         let outcome = match (claimed.into_values().next(), paused) {
             (Some(task), _) => ClaimOutcome::Claimed(Box::new(task)),
@@ -106,10 +110,12 @@ pub(crate) async fn claim_in(
         .collect())
 }
 
-/// [`daicho_store::Store::finish_and_claim_next`] inside `tx`: the run ends, then the head that
-/// `scope` admits, read in this transaction after them (so the rows they released are in it;
-/// pipelined behind their writes), widened while `pick` asks for none of it; then the first of
-/// `pick`'s requests that is claimable.
+/// [`daicho_store::Store::finish_and_claim_next`] in `tx`, which it begins and commits: the run
+/// ends, then the head that `scope` admits, read in this transaction after them (so the rows they
+/// released are in it; pipelined behind their writes), widened while `pick` asks for none of it;
+/// then the first of `pick`'s requests that is claimable. The BEGIN goes with the first
+/// statement and the COMMIT with the last ones, so a one-slot worker's turn (an end and a claim)
+/// is four round trips.
 ///
 /// A look of one row (a one-slot worker's) reads it locked (`FOR UPDATE SKIP LOCKED`): a row
 /// another look holds is passed over, so concurrent workers read different rows and the row a pick
@@ -118,8 +124,8 @@ pub(crate) async fn claim_in(
 /// wider look reads unlocked, as does a one-row look that found nothing free: it would hold rows
 /// its pick does not take, or pass over rows that other looks hold only for a moment; its claim
 /// skips the rows held meanwhile.
-pub(crate) async fn finish_and_claim_next_in(
-    tx: &Transaction<'_>,
+pub(crate) async fn finish_and_claim_next(
+    tx: &Tx,
     finishes: &[Finish],
     now: Timestamp,
     scope: &ClaimScope,
@@ -142,7 +148,7 @@ pub(crate) async fn finish_and_claim_next_in(
     let mut window = NextClaim::first_window(window, limit);
     let lock = window == 1;
     let (ends, mut tasks) = match finishes.is_empty() {
-        true => (Vec::new(), read(window, lock).await?),
+        true => (Vec::new(), tx.first(read(window, lock)).await?),
         false => finish_many_then(tx, finishes, read(window, lock)).await?,
     };
     if lock && tasks.is_empty() {
@@ -152,10 +158,11 @@ pub(crate) async fn finish_and_claim_next_in(
         let tried = pick(&tasks);
         if !tried.is_empty() {
             let outcome =
-                claim_in(tx, &tried, Take::First).await?.pop().unwrap_or(ClaimOutcome::NotClaimable);
+                claim_and_commit(tx, &tried, Take::First).await?.pop().unwrap_or(ClaimOutcome::NotClaimable);
             return Ok((ends, Some(NextClaim { tried, outcome })));
         }
         let Some(wider) = NextClaim::wider_window(window, tasks.len(), limit) else {
+            tx.commit().await?;
             return Ok((ends, None));
         };
         window = wider;
@@ -210,20 +217,21 @@ fn claim_sql(take: Take) -> String {
 /// Records run ends under the write lock (shared: run ends go side by side): the rows are locked in id order, each end is checked against its fence
 /// (status `running`, same attempt, same lease owner) and the accepted ones are written in one
 /// round trip ([`Ends::write`]). A stale end gets its own `LeaseLost`.
-pub(crate) async fn finish_many_in(tx: &Transaction<'_>, finishes: &[Finish]) -> Result<Vec<Result<Task>>> {
+pub(crate) async fn finish_many_in(tx: &Tx, finishes: &[Finish]) -> Result<Vec<Result<Task>>> {
     Ok(finish_many_then(tx, finishes, async { Ok(()) }).await?.0)
 }
 
-/// [`finish_many_in`], with `then` pipelined behind the ends' writes ([`Ends::write_then`]).
+/// [`finish_many_in`], with `then` pipelined behind the ends' writes ([`Ends::write_then`]). When
+/// `tx` has not begun, its BEGIN goes with the first statement, the ends' locking read.
 pub(crate) async fn finish_many_then<T>(
-    tx: &Transaction<'_>,
+    tx: &Tx,
     finishes: &[Finish],
     then: impl Future<Output = Result<T>>,
 ) -> Result<(Vec<Result<Task>>, T)> {
     let mut nums: Vec<i64> = finishes.iter().map(|f| f.id.num() as i64).collect();
     nums.sort_unstable();
     nums.dedup();
-    let (mut current, waited_on) = lock_ending_rows(tx, &nums).await?;
+    let (mut current, waited_on) = tx.first(lock_ending_rows(tx, &nums)).await?;
     let mut ends = Ends::default();
     let mut out = Vec::with_capacity(finishes.len());
     for finish in finishes {
@@ -250,7 +258,7 @@ pub(crate) async fn finish_many_then<T>(
 /// Counts every lost run (S4): each `running` row whose lease expired by `now` (or that has none)
 /// gets one timeout failure. The rows are locked, so two sweepers never count one run twice.
 pub(crate) async fn expire_in(
-    tx: &Transaction<'_>,
+    tx: &Tx,
     now: Timestamp,
     policy: FailurePolicy,
 ) -> Result<Vec<(TaskId, Status)>> {
@@ -281,7 +289,7 @@ pub(crate) async fn expire_in(
 
 /// The rows with these numbers, locked until the transaction ends (in id order, so two
 /// transactions locking overlapping sets never deadlock).
-pub(crate) async fn lock_rows(tx: &Transaction<'_>, nums: &[i64]) -> Result<HashMap<TaskId, Task>> {
+pub(crate) async fn lock_rows(tx: &Tx, nums: &[i64]) -> Result<HashMap<TaskId, Task>> {
     let stmt = tx
         .prepare_cached(&format!("SELECT {COLUMNS} FROM task WHERE num = ANY($1) ORDER BY num FOR UPDATE"))
         .await
@@ -297,10 +305,7 @@ pub(crate) async fn lock_rows(tx: &Transaction<'_>, nums: &[i64]) -> Result<Hash
 /// those, so a row nobody waits on (most rows) costs no statement for its dependents and none for
 /// a ready notice. Read under the shared write lock, which every write that adds or removes deps
 /// excludes, so the answer holds until the commit.
-async fn lock_ending_rows(
-    tx: &Transaction<'_>,
-    nums: &[i64],
-) -> Result<(HashMap<TaskId, Task>, HashSet<TaskId>)> {
+async fn lock_ending_rows(tx: &Tx, nums: &[i64]) -> Result<(HashMap<TaskId, Task>, HashSet<TaskId>)> {
     let stmt = tx
         .prepare_cached(&format!(
             "SELECT {COLUMNS}, EXISTS (SELECT 1 FROM task_dep d WHERE d.dep = task.num) \
@@ -393,14 +398,14 @@ impl Ends {
     /// and the ready notification, in one round trip (independent statements, pipelined by
     /// tokio-postgres; a finished row is never a dependent of another in the same batch, since it
     /// was claimed with no unmet deps).
-    async fn write(&self, tx: &Transaction<'_>) -> Result<()> {
+    async fn write(&self, tx: &Tx) -> Result<()> {
         self.write_then(tx, async { Ok(()) }).await
     }
 
     /// [`Ends::write`], with `then` pipelined behind the writes: sent after them on the same
     /// connection (its first poll comes last), so it runs after them and sees what they wrote,
     /// without a round trip of its own.
-    async fn write_then<T>(&self, tx: &Transaction<'_>, then: impl Future<Output = Result<T>>) -> Result<T> {
+    async fn write_then<T>(&self, tx: &Tx, then: impl Future<Output = Result<T>>) -> Result<T> {
         if self.nums.is_empty() {
             return then.await;
         }

@@ -464,6 +464,104 @@ async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
     let _ = conn.await;
 }
 
+/// S14, I5: a worker's turn dropped while its writes wait (a timeout, a worker stopping) is never
+/// committed afterwards: its connection, perhaps still inside the transaction with the writes
+/// queued, is not handed to the next caller, whose BEGIN would then be a no-op and whose COMMIT
+/// would commit the abandoned end. Here the turn's end waits on the row lock of a dependent it
+/// releases, held by another session; the turn is dropped, the lock let go, the store used again,
+/// and the row is still the running claim, which its worker can then end once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s14_i5_a_turn_dropped_while_it_waits_is_never_committed_by_the_next_caller() {
+    use daicho_core::policy::{ActionSpec, ClaimScope, FailurePolicy, Gate};
+    use daicho_core::{Actor, Item, Status};
+    use daicho_store::{Batch, ClaimOutcome, Finish, RunEnd, Store as _, UnknownDeps};
+    use std::time::{Duration, Instant};
+
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let store = std::sync::Arc::new(backend.open().await);
+    let now = jiff::Timestamp::from_second(1_800_000_000).expect("instant");
+    let mut first = Item::new("ends, then is dropped", "pg");
+    first.ref_id = Some("a".into());
+    let mut waiting = Item::new("waits for the first", "pg");
+    waiting.deps = vec!["a".into()];
+    let batch = Batch {
+        items: vec![first, waiting].into(),
+        actor: Actor::Push("pg".into()),
+        now,
+        file: "pg".into(),
+        unknown_deps: UnknownDeps::Refuse,
+    };
+    let added = store.upsert(batch).await.expect("upsert").added;
+    let (a, dependent) = (added[0], added[1]);
+    let ClaimOutcome::Claimed(task) = store.claim(claim_request(a, now)).await.expect("claim") else {
+        panic!("claimed")
+    };
+    let finish = Finish {
+        id: a,
+        attempt: task.attempt,
+        worker: "w".into(),
+        now,
+        end: RunEnd::Success { result: "ok".into(), status: Status::Done, tokens_in: None, tokens_out: None },
+        policy: FailurePolicy::default(),
+    };
+    // Another session holds the dependent's row, which the end's release of it must lock.
+    let (mut client, connection) =
+        tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let conn = tokio::spawn(connection);
+    let holder = client.transaction().await.expect("begin");
+    holder
+        .execute("SELECT 1 FROM task WHERE num = $1 FOR UPDATE", &[&(dependent.num() as i64)])
+        .await
+        .expect("hold the dependent");
+    let turning = std::sync::Arc::clone(&store);
+    let ending = finish.clone();
+    let turn = tokio::spawn(async move {
+        let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
+        let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
+        let pick = Box::new(move |window: &[daicho_core::Task]| {
+            window.iter().map(|t| claim_request(t.id, now)).collect()
+        });
+        turning.finish_and_claim_next(vec![ending], now, scope, 1, 100, pick).await
+    });
+    // The turn is seen waiting for the row lock, its end written but not committed; it is dropped.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let blocked: i64 = holder
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()                  AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .expect("pg_stat_activity")
+            .get(0);
+        if blocked == 1 {
+            break;
+        }
+        assert!(!turn.is_finished(), "the turn went ahead of the row lock");
+        assert!(Instant::now() < deadline, "the turn was never seen waiting for the row lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    turn.abort();
+    assert!(turn.await.expect_err("dropped").is_cancelled());
+    holder.commit().await.expect("let go");
+    // The store used again, on the connections its pool hands out.
+    for _ in 0..3 {
+        let row = store.get(a).await.expect("get").expect("the row");
+        assert_eq!(row.status, Status::Running, "the dropped turn's end was not committed");
+        store.heartbeat(a, task.attempt, "w", now).await.expect("the claim is still the worker's");
+    }
+    let entries = store.journal(a).await.expect("journal");
+    assert!(
+        entries.iter().all(|e| e.kind != daicho_store::JournalKind::Finish),
+        "no end of the dropped turn in the journal: {entries:?}"
+    );
+    let ended = store.finish(finish).await.expect("the end is recorded once");
+    assert_eq!(ended.status, Status::Done);
+    drop(client);
+    let _ = conn.await;
+}
+
 /// Worker `w`'s request for `id` under action `act`, with a 30-minute lease.
 fn claim_request(id: daicho_core::TaskId, now: jiff::Timestamp) -> daicho_store::ClaimRequest {
     daicho_store::ClaimRequest {

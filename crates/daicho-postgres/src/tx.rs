@@ -1,0 +1,116 @@
+//! The transactions of this backend, on a pooled connection, with their BEGIN and COMMIT able to
+//! go out with other statements instead of in round trips of their own (I5: a worker's turn is
+//! one transaction, and each round trip is a wake-up on both sides of the socket).
+//!
+//! tokio-postgres sends a request when its future is first polled and reads the replies in the
+//! order the requests went out, so statements awaited together (`try_join!`, in order) are
+//! pipelined: one write, one round trip. A [`Tx`] opened with [`Tx::pending`] sends its BEGIN
+//! ahead of its first statement ([`Tx::first`]), and [`Tx::commit_after`] sends COMMIT behind the
+//! last ones.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use daicho_store::{Result, StoreError};
+use deadpool_postgres::{ClientWrapper, Object};
+
+use crate::backend;
+
+/// BEGIN not sent yet ([`Tx::pending`]): nothing was sent.
+const PENDING: u8 = 0;
+/// BEGIN sent (perhaps not answered): statements run in the transaction.
+const OPEN: u8 = 1;
+/// Committed or rolled back: the connection is idle and goes back to the pool.
+const FINISHED: u8 = 2;
+
+/// A transaction on a pooled connection. Statements run through its [`ClientWrapper`]
+/// (`Deref`). Dropped unfinished (an error returned early, a cancelled future), it takes its
+/// connection out of the pool and closes it, and the server rolls the transaction back: a
+/// connection that may still be inside a transaction is never handed to another caller.
+pub(crate) struct Tx {
+    client: Option<Object>,
+    state: AtomicU8,
+}
+
+impl Tx {
+    /// Begins a transaction (one round trip, as tokio-postgres' own).
+    pub(crate) async fn begin(client: Object) -> Result<Tx> {
+        let tx = Tx::pending(client);
+        tx.first(async { Ok(()) }).await?;
+        Ok(tx)
+    }
+
+    /// A transaction whose BEGIN goes out with its first statement, run through [`Tx::first`]:
+    /// until then, no statement may run through it (preparing one is fine: that is no part of a
+    /// transaction).
+    pub(crate) fn pending(client: Object) -> Tx {
+        Tx { client: Some(client), state: AtomicU8::new(PENDING) }
+    }
+
+    /// Runs `first`, the transaction's first statement, behind its BEGIN when that is not sent
+    /// yet (one round trip for both); `first` must send its statement on its first poll (it is
+    /// prepared). When the BEGIN fails, `first`'s answer is not used: a statement run outside a
+    /// transaction here is a locking read, never a write.
+    pub(crate) async fn first<T>(&self, first: impl Future<Output = Result<T>>) -> Result<T> {
+        if self.state.load(Ordering::Acquire) != PENDING {
+            return first.await;
+        }
+        // Open from here on: BEGIN may be out even if this future is dropped before its reply.
+        self.state.store(OPEN, Ordering::Release);
+        let begin = async { self.client().batch_execute("BEGIN").await.map_err(backend) };
+        let ((), out) = tokio::try_join!(begin, first)?;
+        Ok(out)
+    }
+
+    /// Commits.
+    pub(crate) async fn commit(&self) -> Result<()> {
+        self.commit_after(async { Ok(()) }).await
+    }
+
+    /// Runs `last` and commits, COMMIT sent behind `last`'s statements (one round trip); `last`
+    /// must send all of them on its first poll (each prepared before), or a statement sent later
+    /// would run after the commit, outside the transaction. When `last` fails, its error is
+    /// returned and the COMMIT, in an aborted transaction, rolls back.
+    pub(crate) async fn commit_after<T>(&self, last: impl Future<Output = Result<T>>) -> Result<T> {
+        if self.state.load(Ordering::Acquire) == PENDING {
+            return Err(StoreError::backend("a transaction was committed before it began"));
+        }
+        let commit = async { self.client().batch_execute("COMMIT").await.map_err(backend) };
+        let (out, ()) = tokio::try_join!(last, commit)?;
+        self.state.store(FINISHED, Ordering::Release);
+        Ok(out)
+    }
+
+    /// Rolls back (one round trip).
+    pub(crate) async fn rollback(&self) -> Result<()> {
+        if self.state.load(Ordering::Acquire) == OPEN {
+            self.client().batch_execute("ROLLBACK").await.map_err(backend)?;
+        }
+        self.state.store(FINISHED, Ordering::Release);
+        Ok(())
+    }
+
+    fn client(&self) -> &ClientWrapper {
+        self.client.as_ref().expect("a transaction holds its connection until dropped")
+    }
+}
+
+impl std::ops::Deref for Tx {
+    type Target = ClientWrapper;
+
+    fn deref(&self) -> &ClientWrapper {
+        self.client()
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        if *self.state.get_mut() != OPEN {
+            return;
+        }
+        // Out of the pool and closed: the server ends the session and rolls its transaction
+        // back. (A ROLLBACK queued here could not be awaited.)
+        if let Some(client) = self.client.take() {
+            drop(Object::take(client));
+        }
+    }
+}
