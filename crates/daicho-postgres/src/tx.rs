@@ -3,8 +3,8 @@
 //! one transaction, and each round trip is a wake-up on both sides of the socket).
 //!
 //! tokio-postgres sends a request when its future is first polled and reads the replies in the
-//! order the requests went out, so statements awaited together (`try_join!`, in order) are
-//! pipelined: one write, one round trip. A [`Tx`] opened with [`Tx::pending`] sends its BEGIN
+//! order the requests went out, so statements awaited together (`try_join!`, `biased`: polled
+//! first in the order given) are pipelined: one write, one round trip. A [`Tx`] opened with [`Tx::pending`] sends its BEGIN
 //! ahead of its first statement ([`Tx::first`]), and [`Tx::commit_after`] sends COMMIT behind the
 //! last ones.
 
@@ -47,17 +47,19 @@ impl Tx {
     }
 
     /// Runs `first`, the transaction's first statement, behind its BEGIN when that is not sent
-    /// yet (one round trip for both); `first` must send its statement on its first poll (it is
-    /// prepared). When the BEGIN fails, `first`'s answer is not used: a statement run outside a
-    /// transaction here is a locking read, never a write.
+    /// yet (BEGIN is polled first, so every statement of `first` goes after it; one round trip
+    /// for both when `first`'s statement is prepared). When the BEGIN fails, `first`'s answer is
+    /// not used: a statement run outside a transaction here is a locking read, never a write.
     pub(crate) async fn first<T>(&self, first: impl Future<Output = Result<T>>) -> Result<T> {
-        if self.state.load(Ordering::Acquire) != PENDING {
-            return first.await;
+        match self.state.load(Ordering::Acquire) {
+            OPEN => return first.await,
+            FINISHED => return Err(StoreError::backend("a statement after the transaction ended")),
+            _ => {}
         }
         // Open from here on: BEGIN may be out even if this future is dropped before its reply.
         self.state.store(OPEN, Ordering::Release);
         let begin = async { self.client().batch_execute("BEGIN").await.map_err(backend) };
-        let ((), out) = tokio::try_join!(begin, first)?;
+        let ((), out) = tokio::try_join!(biased; begin, first)?;
         Ok(out)
     }
 
@@ -69,13 +71,14 @@ impl Tx {
     /// Runs `last` and commits, COMMIT sent behind `last`'s statements (one round trip); `last`
     /// must send all of them on its first poll (each prepared before), or a statement sent later
     /// would run after the commit, outside the transaction. When `last` fails, its error is
-    /// returned and the COMMIT, in an aborted transaction, rolls back.
+    /// returned, and nothing is committed: a COMMIT sent into the aborted transaction rolls it
+    /// back, and one not sent leaves the transaction unfinished, closed with its connection.
     pub(crate) async fn commit_after<T>(&self, last: impl Future<Output = Result<T>>) -> Result<T> {
-        if self.state.load(Ordering::Acquire) == PENDING {
-            return Err(StoreError::backend("a transaction was committed before it began"));
+        if self.state.load(Ordering::Acquire) != OPEN {
+            return Err(StoreError::backend("a commit outside a transaction"));
         }
         let commit = async { self.client().batch_execute("COMMIT").await.map_err(backend) };
-        let (out, ()) = tokio::try_join!(last, commit)?;
+        let (out, ()) = tokio::try_join!(biased; last, commit)?;
         self.state.store(FINISHED, Ordering::Release);
         Ok(out)
     }
