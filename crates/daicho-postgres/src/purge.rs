@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::tx::Tx;
 use daicho_core::{Actor, Task, TaskId};
 use daicho_store::writes::{plan_purge, plan_restore, purged_rows, restore_lookups};
 use daicho_store::{PurgeReport, RestoreReport, Result};
@@ -11,6 +10,7 @@ use jiff::Timestamp;
 
 use crate::backend;
 use crate::rows::{self, COLUMNS, read_task};
+use crate::tx::Tx;
 
 pub(crate) async fn purge_in(
     tx: &Tx,

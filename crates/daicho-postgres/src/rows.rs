@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 
-use crate::tx::Tx;
 use daicho_core::{Status, Task, TaskId};
 use daicho_store::codec::{self, Cell, CellKind, TASK_COLUMNS};
 use daicho_store::writes::{JournalWrite, RowWrite};
@@ -13,6 +12,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use crate::backend;
+use crate::tx::Tx;
 
 pub(crate) use daicho_store::codec::COLUMNS;
 

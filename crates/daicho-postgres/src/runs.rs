@@ -3,7 +3,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::tx::Tx;
 use daicho_core::policy::{ClaimScope, FailurePolicy};
 use daicho_core::{Actor, Status, Task, TaskId};
 use daicho_store::codec::ready_where;
@@ -17,6 +16,7 @@ use tokio_postgres::types::ToSql;
 
 use crate::backend;
 use crate::rows::{COLUMNS, JournalRows, micros, read_task};
+use crate::tx::Tx;
 
 /// How many of a claim's requests to take.
 #[derive(Clone, Copy, PartialEq, Eq)]
