@@ -397,7 +397,7 @@ async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
     use daicho_core::policy::FailurePolicy;
     use daicho_core::{Actor, Item, Status};
     use daicho_store::{Batch, ClaimOutcome, Finish, RunEnd, Store as _, UnknownDeps};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     /// daicho's write lock: "daicho" in ASCII, then 1.
     const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
@@ -436,24 +436,9 @@ async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
         ending.finish(finish).await
     });
     // The end is seen waiting for the advisory lock, and still unfinished.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let waiting: i64 = writer
-            .query_one(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ShareLock' \
-                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-                &[],
-            )
-            .await
-            .expect("pg_locks")
-            .get(0);
-        if waiting == 1 {
-            break;
-        }
-        assert!(!end.is_finished(), "the run end went ahead of the write lock: {:?}", end.await);
-        assert!(Instant::now() < deadline, "the run end was never seen waiting for the write lock");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ShareLock' \
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+    wait_until_one(&writer, waiting, &end, "the run end", "the write lock").await;
     let row: String = writer.query_one("SELECT status FROM task", &[]).await.expect("status").get(0);
     assert_eq!(row, "running", "nothing of the end is written while it waits");
     writer.commit().await.expect("let go");
@@ -475,7 +460,6 @@ async fn s14_i5_a_turn_dropped_while_it_waits_is_never_committed_by_the_next_cal
     use daicho_core::policy::{ActionSpec, ClaimScope, FailurePolicy, Gate};
     use daicho_core::{Actor, Item, Status};
     use daicho_store::{Batch, ClaimOutcome, Finish, RunEnd, Store as _, UnknownDeps};
-    use std::time::{Duration, Instant};
 
     let backend = PgBackend::fresh();
     let Some(url) = backend.url.clone() else { return };
@@ -525,23 +509,8 @@ async fn s14_i5_a_turn_dropped_while_it_waits_is_never_committed_by_the_next_cal
         turning.finish_and_claim_next(vec![ending], now, scope, 1, 100, pick).await
     });
     // The turn is seen waiting for the row lock, its end written but not committed; it is dropped.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let blocked: i64 = holder
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()                  AND wait_event_type = 'Lock'",
-                &[],
-            )
-            .await
-            .expect("pg_stat_activity")
-            .get(0);
-        if blocked == 1 {
-            break;
-        }
-        assert!(!turn.is_finished(), "the turn went ahead of the row lock");
-        assert!(Instant::now() < deadline, "the turn was never seen waiting for the row lock");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let blocked = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    wait_until_one(&holder, blocked, &turn, "the turn", "the row lock").await;
     turn.abort();
     assert!(turn.await.expect_err("dropped").is_cancelled());
     holder.commit().await.expect("let go");
@@ -560,6 +529,28 @@ async fn s14_i5_a_turn_dropped_while_it_waits_is_never_committed_by_the_next_cal
     assert_eq!(ended.status, Status::Done);
     drop(client);
     let _ = conn.await;
+}
+
+/// Waits until `count` (run by `watcher`, a session of the test's own database: CI shares the
+/// server) counts one session waiting, while `task` (`who`) must not finish first; fails after
+/// 20 s. `lock` names what it waits for.
+async fn wait_until_one<T>(
+    watcher: &tokio_postgres::Transaction<'_>,
+    count: &str,
+    task: &tokio::task::JoinHandle<T>,
+    who: &str,
+    lock: &str,
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let waiting: i64 = watcher.query_one(count, &[]).await.expect("the count of waiting sessions").get(0);
+        if waiting == 1 {
+            return;
+        }
+        assert!(!task.is_finished(), "{who} went ahead of {lock}");
+        assert!(std::time::Instant::now() < deadline, "{who} was never seen waiting for {lock}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// Worker `w`'s request for `id` under action `act`, with a 30-minute lease.
