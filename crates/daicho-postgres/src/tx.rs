@@ -4,9 +4,9 @@
 //!
 //! tokio-postgres sends a request when its future is first polled and reads the replies in the
 //! order the requests went out, so statements awaited together (`try_join!`, `biased`: polled
-//! first in the order given) are pipelined: one write, one round trip. A [`Tx`] opened with [`Tx::pending`] sends its BEGIN
-//! ahead of its first statement ([`Tx::first`]), and [`Tx::commit_after`] sends COMMIT behind the
-//! last ones.
+//! first in the order given) are pipelined: one write, one round trip. A [`Tx`] opened with
+//! [`Tx::pending`] sends its BEGIN ahead of its first statement ([`Tx::first`]), and
+//! [`Tx::commit_after`] sends COMMIT behind the last ones.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
