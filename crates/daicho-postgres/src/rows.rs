@@ -295,13 +295,19 @@ async fn insert_deps(tx: &Tx, id: TaskId, deps: &[TaskId]) -> Result<()> {
 /// from `$first` (as [`JournalRows::params`] gives them): `1` alone, more when the entries go
 /// with other writes in one statement.
 pub(crate) fn journal_insert_sql(first: usize) -> String {
+    journal_insert_where_sql(first, "true")
+}
+
+/// [`journal_insert_sql`] of the entries for which `filter` holds (an expression over `j`, the
+/// entry: `j.task` is its row's number).
+pub(crate) fn journal_insert_where_sql(first: usize, filter: &str) -> String {
     let [at, task, id, actor, kind, before, after] = std::array::from_fn::<usize, 7, _>(|i| first + i);
     format!(
         "INSERT INTO journal (at, task, task_id, actor, kind, before, after) \
          SELECT at, task, task_id, actor, kind, before, after \
          FROM unnest(${at}::BIGINT[], ${task}::BIGINT[], ${id}::TEXT[], ${actor}::TEXT[], ${kind}::TEXT[], \
          ${before}::TEXT[], ${after}::TEXT[]) \
-         WITH ORDINALITY AS j(at, task, task_id, actor, kind, before, after, n) ORDER BY n"
+         WITH ORDINALITY AS j(at, task, task_id, actor, kind, before, after, n) WHERE {filter} ORDER BY n"
     )
 }
 

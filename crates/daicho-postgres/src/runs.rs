@@ -33,10 +33,17 @@ pub(crate) enum Take {
 /// entries and commits `tx`, in one round trip. So a claim is one round trip for the rows and
 /// one for what goes with them and the commit, however many candidates other workers took first
 /// (I5).
+///
+/// `held`: rows `tx` holds locked (a one-slot worker's look), as they are. A claim of one of them
+/// changes it exactly as [`daicho_store::ends::plan_claim`] says, so its journal entry is made
+/// from that plan beforehand and inserted by the claim's statement, for the rows it claimed: one
+/// statement fewer on the server per claim. (The row the statement wrote is checked against the
+/// plan before the commit.)
 pub(crate) async fn claim_and_commit(
     tx: &Tx,
     requests: &[ClaimRequest],
     take: Take,
+    held: &[Task],
 ) -> Result<Vec<ClaimOutcome>> {
     // The first request for a row decides; a repeat of it in the same batch is not claimable.
     let mut first: HashMap<TaskId, usize> = HashMap::with_capacity(requests.len());
@@ -53,16 +60,38 @@ pub(crate) async fn claim_and_commit(
     let expires: Vec<i64> = order.iter().map(|&i| micros(requests[i].now + requests[i].lease)).collect();
     let actions: Vec<&str> = order.iter().map(|&i| requests[i].action.as_str()).collect();
     let ids: Vec<String> = order.iter().map(|&i| requests[i].id.to_string()).collect();
+    let (mut planned, mut early) = (HashMap::new(), JournalRows::default());
+    for &i in &order {
+        let req = &requests[i];
+        if let Some(before) = held.iter().find(|t| t.id == req.id) {
+            let after = daicho_store::codec::as_stored(daicho_store::ends::plan_claim(before, req));
+            let actor = Actor::Worker(req.worker.clone()).to_string();
+            early.push(&JournalWrite::change(req.now, before, &after, &actor, JournalKind::Claim, None)?);
+            planned.insert(req.id, after);
+        }
+    }
     let stmt = tx.prepare_cached(&claim_sql(take)).await.map_err(backend)?;
-    let rows = tx
-        .query(&stmt, &[&nums, &require_run, &workers, &nows, &expires, &require_approval, &actions, &ids])
-        .await
-        .map_err(backend)?;
+    let claim: [&(dyn ToSql + Sync); 8] =
+        [&nums, &require_run, &workers, &nows, &expires, &require_approval, &actions, &ids];
+    let params: Vec<&(dyn ToSql + Sync)> = claim.into_iter().chain(early.params()).collect();
+    let rows = tx.query(&stmt, &params).await.map_err(backend)?;
     let base = COLUMNS.split(',').count();
     let mut claimed: HashMap<TaskId, Task> = HashMap::with_capacity(rows.len());
     let mut journal = JournalRows::default();
     for row in &rows {
         let after = read_task(row)?;
+        if let Some(plan) = planned.get(&after.id) {
+            if *plan != after {
+                // Its entry went in with the claim: a claim statement that wrote another row than
+                // the plan says would leave a wrong journal; the turn is not committed.
+                return Err(StoreError::backend(format!(
+                    "the claim of {} wrote another row than its plan (a bug): {after:?}, planned {plan:?}",
+                    after.id
+                )));
+            }
+            claimed.insert(after.id, after);
+            continue;
+        }
         let mut before = after.clone();
         before.status = Status::Pending;
         before.run = row.get(base);
@@ -151,14 +180,19 @@ pub(crate) async fn finish_and_claim_next(
         true => (Vec::new(), tx.first(read(window, lock)).await?),
         false => finish_many_then(tx, finishes, read(window, lock)).await?,
     };
+    // The rows of a locked look are held until the commit: their claim's entries go with it.
+    let mut held = lock && !tasks.is_empty();
     if lock && tasks.is_empty() {
         tasks = read(window, false).await?;
     }
     loop {
         let tried = pick(&tasks);
         if !tried.is_empty() {
-            let outcome =
-                claim_and_commit(tx, &tried, Take::First).await?.pop().unwrap_or(ClaimOutcome::NotClaimable);
+            let held: &[Task] = if held { &tasks } else { &[] };
+            let outcome = claim_and_commit(tx, &tried, Take::First, held)
+                .await?
+                .pop()
+                .unwrap_or(ClaimOutcome::NotClaimable);
             return Ok((ends, Some(NextClaim { tried, outcome })));
         }
         let Some(wider) = NextClaim::wider_window(window, tasks.len(), limit) else {
@@ -167,6 +201,7 @@ pub(crate) async fn finish_and_claim_next(
         };
         window = wider;
         tasks = read(window, false).await?;
+        held = false;
     }
 }
 
@@ -176,7 +211,8 @@ pub(crate) async fn finish_and_claim_next(
 /// claimable (`LIMIT 1` above the lock: a row another worker holds or took since is passed over
 /// within the statement, not in another round trip). Each claimed row's run record is inserted
 /// by the same statement, keyed `{id}:{attempt}` as `policy::idempotency_key` says (the contract
-/// checks the key).
+/// checks the key); so are the journal entries planned beforehand (from `$9`, as
+/// [`JournalRows::params`] gives them), each only if its row was claimed.
 fn claim_sql(take: Take) -> String {
     let req = "WITH req AS (SELECT * FROM unnest($1::BIGINT[], $2::BOOLEAN[], $3::TEXT[], $4::BIGINT[], \
                $5::BIGINT[], $6::BOOLEAN[], $7::TEXT[], $8::TEXT[]) WITH ORDINALITY AS r(rnum, require_run, \
@@ -200,6 +236,7 @@ fn claim_sql(take: Take) -> String {
              AND {not_paused} ORDER BY req.ord LIMIT 1 FOR UPDATE OF t SKIP LOCKED)"
         ),
     };
+    let planned = crate::rows::journal_insert_where_sql(9, "j.task IN (SELECT num FROM claimed)");
     format!(
         "{req}, {picked}, claimed AS ( \
          UPDATE task SET status = 'running', run = false, approved_by = '', run_at = picked.new_now, \
@@ -209,7 +246,8 @@ fn claim_sql(take: Take) -> String {
          RETURNING {COLUMNS}, picked.old_run, picked.old_run_at, picked.old_updated_at, picked.old_approved_by, \
              picked.new_owner, picked.new_now, picked.run_action, picked.run_rid), \
          runs AS (INSERT INTO run (task, attempt, worker, action, started, idempotency_key) \
-             SELECT num, attempt, new_owner, run_action, new_now, run_rid || ':' || attempt FROM claimed) \
+             SELECT num, attempt, new_owner, run_action, new_now, run_rid || ':' || attempt FROM claimed), \
+         planned AS ({planned}) \
          SELECT {COLUMNS}, old_run, old_run_at, old_updated_at, old_approved_by FROM claimed"
     )
 }

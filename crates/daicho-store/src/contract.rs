@@ -18,8 +18,8 @@ use daicho_core::{Actor, Item, Status, Tags, Task, TaskId};
 use jiff::{SignedDuration, Timestamp};
 
 use crate::{
-    Batch, ClaimOutcome, ClaimRequest, Decision, Finish, JournalEntry, ListFilter, RunEnd, Store, StoreError,
-    UnknownDeps,
+    Batch, ClaimOutcome, ClaimRequest, Decision, Finish, JournalEntry, JournalKind, ListFilter, RunEnd,
+    Store, StoreError, UnknownDeps,
 };
 use daicho_core::policy::FailurePolicy;
 
@@ -61,6 +61,7 @@ macro_rules! store_contract_tests {
             i5_a_workers_turn_records_its_ends_then_claims_the_row_they_released,
             s14_a_workers_turn_that_failed_records_its_ends_alone,
             i5_a_claim_and_a_run_end_return_the_row_as_stored,
+            s1_i5_every_claim_writes_the_planned_row_and_journals_it_once,
             i5_run_ends_side_by_side_keep_a_shared_dependents_count_exact,
             s3_three_failures_park_the_row,
             s4_an_expired_lease_counts_one_failure_once,
@@ -900,6 +901,81 @@ pub async fn i5_a_claim_and_a_run_end_return_the_row_as_stored<B: Backend>(backe
         };
         assert_eq!(done.status, Status::Done);
         assert_eq!(Some(&done), store.get(id).await.expect("get").as_ref(), "the run end's row");
+    }
+}
+
+/// S1, S13, I5: every way to claim (`claim`, `claim_first`, `claim_many`, and `claim_next` with a
+/// one-row look, a one-slot worker's) writes the row [`crate::ends::plan_claim`] makes of the row
+/// it took, and journals the claim once, with the fields the claim changed before and after
+/// (PostgreSQL writes the entry of a row its look holds locked with the claim itself, from that
+/// plan). Each row was approved by a person, so the claim also clears ▶ run and spends the
+/// approval.
+pub async fn s1_i5_every_claim_writes_the_planned_row_and_journals_it_once<B: Backend>(backend: &B) {
+    use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
+
+    let store = backend.open().await;
+    let channels = ["claim", "claim_first", "claim_many", "claim_next"];
+    let ids: Vec<TaskId> = (1..=channels.len()).map(|n| id(&format!("T-{n:04}"))).collect();
+    let mut items: Vec<Item> =
+        ids.iter().map(|t| with_id(&format!("approved {t}"), &t.to_string(), &[])).collect();
+    for it in &mut items {
+        it.action = "act".into();
+    }
+    store.upsert(batch(items)).await.expect("upsert");
+    for &task in &ids {
+        store.approve(task, Actor::Human("boss".into()), t0()).await.expect("approve");
+    }
+    // Finer than the columns keep: the row and the entry hold it to the microsecond.
+    let at = t0() + SignedDuration::from_nanos(123_456_789);
+    let request = move |task: TaskId| ClaimRequest {
+        require_run: true,
+        require_approval: true,
+        ..claim_request(task, "w", at)
+    };
+    let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
+    let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
+    for (channel, &task) in channels.into_iter().zip(&ids) {
+        let before = store.get(task).await.expect("get").expect("row");
+        assert_eq!((before.run, before.approved_by.as_str()), (true, "human:boss"), "{channel}");
+        let req = request(task);
+        let outcome = match channel {
+            "claim" => store.claim(req.clone()).await.expect("claim"),
+            "claim_first" => store.claim_first(vec![req.clone()]).await.expect("claim"),
+            "claim_many" => store.claim_many(vec![req.clone()]).await.expect("claim").remove(0),
+            _ => {
+                let pick: crate::Pick =
+                    Box::new(move |head: &[Task]| head.iter().map(|t| request(t.id)).collect());
+                let next =
+                    store.claim_next(at, scope.clone(), 1, 1, pick).await.expect("claim").expect("a request");
+                assert_eq!(next.tried.iter().map(|r| r.id).collect::<Vec<_>>(), [task], "the head is {task}");
+                next.outcome
+            }
+        };
+        let ClaimOutcome::Claimed(after) = outcome else { panic!("{channel}: {outcome:?}") };
+        let planned = crate::codec::as_stored(crate::ends::plan_claim(&before, &req));
+        assert_eq!(*after, planned, "{channel}: the claimed row is the plan's");
+        assert_eq!(store.get(task).await.expect("get").as_ref(), Some(&planned), "{channel}: as stored");
+        let entry =
+            crate::writes::JournalWrite::change(at, &before, &planned, "worker:w", JournalKind::Claim, None)
+                .expect("entry");
+        let claims: Vec<JournalEntry> = store
+            .journal(task)
+            .await
+            .expect("journal")
+            .into_iter()
+            .filter(|e| e.kind == JournalKind::Claim)
+            .collect();
+        assert_eq!(claims.len(), 1, "{channel}: one claim entry: {claims:?}");
+        let stored = &claims[0];
+        let parse = |text: &str| {
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text).expect("json")
+        };
+        assert_eq!(
+            (stored.actor.as_str(), &stored.before, &stored.after),
+            (entry.actor.as_str(), &parse(&entry.before), &parse(&entry.after)),
+            "{channel}: the claim's entry"
+        );
+        assert_eq!(stored.at.as_microsecond(), at.as_microsecond(), "{channel}: the entry's time");
     }
 }
 

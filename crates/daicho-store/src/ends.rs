@@ -1,12 +1,12 @@
-//! What a run's end (or a person's approval) does to its row, decided once for every backend
-//! (pure: no I/O).
+//! What a claim, a run's end (or a person's approval) does to its row, decided once for every
+//! backend (pure: no I/O).
 
 use daicho_core::authority::PersonCells;
 use daicho_core::policy::FailurePolicy;
 use daicho_core::{Actor, Task};
 use jiff::Timestamp;
 
-use crate::{Finish, JournalKind, Result, RunEnd, RunOutcome, StoreError};
+use crate::{ClaimRequest, Finish, JournalKind, Result, RunEnd, RunOutcome, StoreError};
 
 /// A run's end, ready to be written: the row afterwards, the journal entry and the run record.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,6 +23,25 @@ pub struct EndPlan {
     pub outcome: RunOutcome,
     /// Prompt and completion tokens, if reported.
     pub tokens: (Option<u64>, Option<u64>),
+}
+
+/// The row a claim of `before` makes (S1, S4): `running` under the request's worker until its
+/// lease runs out, one attempt more, the ▶ run box cleared and a person's approval spent. Whether
+/// `before` may be claimed at all (ready, ▶ ticked or approved when the request requires it) is
+/// for the claim's statement to decide, under the row's lock; each backend's statement writes
+/// exactly this row (the contract checks it), so a backend that holds the row locked can write
+/// the claim's journal entry with the claim itself.
+pub fn plan_claim(before: &Task, req: &ClaimRequest) -> Task {
+    let mut after = before.clone();
+    after.status = daicho_core::Status::Running;
+    after.run = false;
+    after.approved_by = String::new();
+    after.run_at = Some(req.now);
+    after.attempt = before.attempt + 1;
+    after.lease =
+        Some(daicho_core::task::Lease { owner: req.worker.clone(), expires_at: req.now + req.lease });
+    after.updated_at = req.now;
+    after
 }
 
 /// The end `finish` makes of the run on `before`: success sets the result and the action's
