@@ -178,7 +178,20 @@ pub(crate) async fn finish_and_claim_next(
     let lock = window == 1;
     let (ends, mut tasks) = match finishes.is_empty() {
         true => (Vec::new(), tx.first(read(window, lock)).await?),
-        false => finish_many_then(tx, finishes, read(window, lock)).await?,
+        false => {
+            let (out, ends) = plan_ends(tx, finishes).await?;
+            let tasks = match lock && !ends.nums.is_empty() && ends.make_nothing_ready() {
+                // The locked look goes in the ends' statement: one statement fewer. They make no
+                // row ready, so the head in that statement's snapshot (before its writes) is the
+                // head after them.
+                true => {
+                    let look = daicho_store::codec::ready_head_sql(LOOK_NOW, LOOK_LIMIT, Some(scope));
+                    ends.write_with_look(tx, &look, micros(now), window as i64).await?
+                }
+                false => ends.write_then(tx, read(window, lock)).await?,
+            };
+            (out, tasks)
+        }
     };
     // The rows of a locked look are held until the commit: their claim's entries go with it.
     let mut held = lock && !tasks.is_empty();
@@ -266,6 +279,14 @@ pub(crate) async fn finish_many_then<T>(
     finishes: &[Finish],
     then: impl Future<Output = Result<T>>,
 ) -> Result<(Vec<Result<Task>>, T)> {
+    let (out, ends) = plan_ends(tx, finishes).await?;
+    let then = ends.write_then(tx, then).await?;
+    Ok((out, then))
+}
+
+/// The ends' rows read locked (the BEGIN of `tx` goes with that read when it has not begun) and
+/// each finish planned on its row: what each finish gets, and the writes of those accepted.
+async fn plan_ends(tx: &Tx, finishes: &[Finish]) -> Result<(Vec<Result<Task>>, Ends)> {
     let mut nums: Vec<i64> = finishes.iter().map(|f| f.id.num() as i64).collect();
     nums.sort_unstable();
     nums.dedup();
@@ -289,8 +310,7 @@ pub(crate) async fn finish_many_then<T>(
         current.insert(after.id, after.clone());
         out.push(Ok(after));
     }
-    let then = ends.write_then(tx, then).await?;
-    Ok((out, then))
+    Ok((out, ends))
 }
 
 /// Counts every lost run (S4): each `running` row whose lease expired by `now` (or that has none)
@@ -432,6 +452,46 @@ impl Ends {
         ]
     }
 
+    /// Whether the ends make no row ready: none goes back to pending, none releases a dependent.
+    fn make_nothing_ready(&self) -> bool {
+        self.unblocking.is_empty() && !self.statuses.contains(&Status::Pending.as_str())
+    }
+
+    /// Writes the ends that make nothing ready ([`Ends::make_nothing_ready`]) and reads `look`
+    /// (a head of the ready set, its time and limit at [`LOOK_NOW`] and [`LOOK_LIMIT`]) locked,
+    /// in one statement ([`end_rows_sql`]), the further run records pipelined beside it.
+    async fn write_with_look(&self, tx: &Tx, look: &str, now: i64, limit: i64) -> Result<Vec<Task>> {
+        debug_assert!(self.make_nothing_ready(), "the look would miss the rows the ends make ready");
+        let sql = end_rows_sql(Some(&format!("{look} FOR UPDATE OF task SKIP LOCKED")));
+        let stmt = tx.prepare_cached(&sql).await.map_err(backend)?;
+        tx.prepare_cached(&END_RUNS).await.map_err(backend)?;
+        let rows = async {
+            let params: Vec<&(dyn ToSql + Sync)> =
+                self.row_params().chain([&now as _, &limit as _]).collect();
+            tx.query(&stmt, &params).await.map_err(backend)
+        };
+        let (rows, _) = tokio::try_join!(rows, self.further_runs(tx))?;
+        rows.iter().map(read_task).collect()
+    }
+
+    /// The parameters of [`end_rows_sql`]: the rows, their journal entries, the first run record.
+    fn row_params(&self) -> impl Iterator<Item = &(dyn ToSql + Sync)> {
+        let rows: [&(dyn ToSql + Sync); 5] =
+            [&self.nums, &self.statuses, &self.results, &self.failures, &self.at];
+        rows.into_iter().chain(self.journal.params()).chain(self.run_params(0))
+    }
+
+    /// The run records after the first, one statement each by its primary key, pipelined (one
+    /// round trip in all): the run table grows from empty with every claim, faster than
+    /// autovacuum analyzes it, and a join with the ends planned from its stale size scanned the
+    /// whole table at every run end (3,000 rows read per end in a fresh ledger's first seconds).
+    /// A key lookup is an index scan whatever the statistics say.
+    async fn further_runs(&self, tx: &Tx) -> Result<Vec<u64>> {
+        let stmt = tx.prepare_cached(&END_RUNS).await.map_err(backend)?;
+        let each = (1..self.nums.len()).map(|i| tx.execute_raw(&stmt, self.run_params(i)));
+        futures_util::future::try_join_all(each).await.map_err(backend)
+    }
+
     /// Writes the ends: the rows, their dependents' counters, the run records and the journal,
     /// and the ready notification, in one round trip (independent statements, pipelined by
     /// tokio-postgres; a finished row is never a dependent of another in the same batch, since it
@@ -457,11 +517,7 @@ impl Ends {
         // The rows, their journal entries and the first end's run record: one statement.
         let rows = async {
             let stmt = tx.prepare_cached(&END_ROWS).await.map_err(backend)?;
-            let rows: [&(dyn ToSql + Sync); 5] =
-                [&self.nums, &self.statuses, &self.results, &self.failures, &self.at];
-            let params: Vec<&(dyn ToSql + Sync)> =
-                rows.into_iter().chain(self.journal.params()).chain(self.run_params(0)).collect();
-            tx.execute(&stmt, &params).await.map_err(backend)
+            tx.execute(&stmt, &self.row_params().collect::<Vec<_>>()).await.map_err(backend)
         };
         let dependents = async {
             if self.unblocking.is_empty() {
@@ -473,16 +529,7 @@ impl Ends {
             let stmt = tx.prepare_cached(END_DEPENDENTS).await.map_err(backend)?;
             tx.execute(&stmt, &[&self.unblocking]).await.map_err(backend)
         };
-        // One statement per further run record, by its primary key (pipelined, one round trip in
-        // all): the run table grows from empty with every claim, faster than autovacuum analyzes
-        // it, and a join with the ends planned from its stale size scanned the whole table at
-        // every run end (3,000 rows read per end in a fresh ledger's first seconds). A key lookup
-        // is an index scan whatever the statistics say.
-        let runs = async {
-            let stmt = tx.prepare_cached(&END_RUNS).await.map_err(backend)?;
-            let each = (1..self.nums.len()).map(|i| tx.execute_raw(&stmt, self.run_params(i)));
-            futures_util::future::try_join_all(each).await.map_err(backend)
-        };
+        let runs = self.further_runs(tx);
         // Workers waiting for work are told (at commit) when these ends make some ready: rows
         // back to pending (a failure or a lost run) or dependents released. Only then: PostgreSQL
         // serializes the commits of every transaction that notifies (one lock, held through its
@@ -508,16 +555,26 @@ impl Ends {
 /// Run ends' rows: each one's status, result, failures, the lease cleared; with their journal
 /// entries ([`JournalRows::params`] from `$6`) and the first end's run record ([`run_end_sql`]
 /// from `$13`), in one statement.
-static END_ROWS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!(
-        "WITH j AS ({}), {} UPDATE task SET status = e.status, result = e.result, failures = e.failures, \
+static END_ROWS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| end_rows_sql(None));
+
+/// The placeholders of a look read with the ends' rows ([`end_rows_sql`]): its time and limit.
+const LOOK_NOW: &str = "$22";
+const LOOK_LIMIT: &str = "$23";
+
+/// [`END_ROWS`], or with `look` (a `SELECT`, [`LOOK_NOW`] and [`LOOK_LIMIT`] its parameters)
+/// as the statement's answer, the rows' update then one of its CTEs: the look reads the
+/// statement's snapshot, taken before its writes.
+fn end_rows_sql(look: Option<&str>) -> String {
+    let update = "UPDATE task SET status = e.status, result = e.result, failures = e.failures, \
          lease_owner = NULL, lease_expires_at = NULL, updated_at = e.at \
          FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::INT[], $5::BIGINT[]) \
-         AS e(enum, status, result, failures, at) WHERE num = e.enum",
-        crate::rows::journal_insert_sql(6),
-        run_end_sql(13)
-    )
-});
+         AS e(enum, status, result, failures, at) WHERE num = e.enum";
+    let (j, runs) = (crate::rows::journal_insert_sql(6), run_end_sql(13));
+    match look {
+        None => format!("WITH j AS ({j}), {runs} {update}"),
+        Some(look) => format!("WITH j AS ({j}), {runs}, ending AS ({update}) {look}"),
+    }
+}
 
 /// The dependents a run end released: one unmet dep fewer for each.
 const END_DEPENDENTS: &str = "UPDATE task SET unmet_deps = unmet_deps - d.c FROM (SELECT task AS dnum, count(*)::INT AS c \

@@ -59,6 +59,7 @@ macro_rules! store_contract_tests {
             i5_claims_of_the_same_head_take_different_rows_in_one_write_each,
             i5_claim_next_claims_the_first_row_its_pick_takes_in_run_order,
             i5_a_workers_turn_records_its_ends_then_claims_the_row_they_released,
+            i5_a_one_slot_turn_claims_the_head_its_ends_leave,
             s14_a_workers_turn_that_failed_records_its_ends_alone,
             i5_a_claim_and_a_run_end_return_the_row_as_stored,
             s1_i5_every_claim_writes_the_planned_row_and_journals_it_once,
@@ -1279,6 +1280,55 @@ pub async fn i5_a_workers_turn_records_its_ends_then_claims_the_row_they_release
     assert!(ends.expect("nothing to record").is_empty());
     assert!(next.expect("the look").is_none(), "nothing ready");
     assert_eq!(store.change_mark().await.expect("mark"), mark, "nothing was written");
+}
+
+/// I5: a one-slot worker's turn (a look of one row) claims the head its ends leave: after an end
+/// that makes nothing ready, the next row in run order, the end and its run record written; after
+/// ends that were all stale, the same; after a failure, the row it put back to pending, ahead of
+/// the row that was the head before (PostgreSQL reads the look in the ends' own statement, whose
+/// snapshot is taken before its writes, only when they make no row ready).
+pub async fn i5_a_one_slot_turn_claims_the_head_its_ends_leave<B: Backend>(backend: &B) {
+    use crate::Pick;
+    use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
+
+    let store = backend.open().await;
+    let mut items: Vec<Item> = ["a", "b", "c", "d"].iter().map(|t| item(t)).collect();
+    for it in &mut items {
+        it.action = "act".into();
+        it.tags = Tags::parse_list("ai");
+    }
+    let ids = store.upsert(batch(items)).await.expect("upsert").added;
+    let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
+    let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
+    let pick = || -> Pick {
+        Box::new(|head: &[Task]| head.iter().map(|t| claim_request(t.id, "w", t0())).collect())
+    };
+    let turn =
+        |finishes: Vec<Finish>| store.finish_and_claim_next(finishes, t0(), scope.clone(), 1, 1, pick());
+    let claimed_in =
+        |next: Result<Option<crate::NextClaim>, StoreError>| match next.map(|n| n.map(|n| n.outcome)) {
+            Ok(Some(ClaimOutcome::Claimed(task))) => *task,
+            other => panic!("a claim: {other:?}"),
+        };
+    let a = claimed(&store, claim_request(ids[0], "w", t0())).await;
+    let (ends, next) = turn(vec![finish(&a, "w", success(Status::Done))]).await;
+    assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Done);
+    let b = claimed_in(next);
+    assert_eq!(b.id, ids[1], "the next row in run order");
+    assert_eq!(store.get(a.id).await.expect("get").expect("a").status, Status::Done);
+    let runs = store.runs(a.id).await.expect("runs");
+    assert_eq!(runs.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>(), ["success"], "a's run ended");
+    let kinds: Vec<JournalKind> =
+        store.journal(a.id).await.expect("journal").iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [JournalKind::Add, JournalKind::Claim, JournalKind::Finish]);
+    // Only a stale end: refused, and the head claimed all the same.
+    let (ends, next) = turn(vec![finish(&a, "w", success(Status::Done))]).await;
+    assert!(matches!(ends.expect("answered")[0], Err(StoreError::LeaseLost { .. })));
+    assert_eq!(claimed_in(next).id, ids[2]);
+    // A failure puts b back to pending: the turn sees it, ahead of d.
+    let (ends, next) = turn(vec![finish(&b, "w", failure("no"))]).await;
+    assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Pending);
+    assert_eq!(claimed_in(next).id, ids[1], "b, back to pending, ahead of d");
 }
 
 /// S14, I5: when a worker's turn failed as one transaction, its ends are recorded on their own
