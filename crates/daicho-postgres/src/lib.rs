@@ -469,7 +469,7 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let tx = Tx::begin(self.client().await?).await?;
-        runs::claim_and_commit(&tx, &requests, runs::Take::All, &[]).await
+        runs::claim_and_commit(&tx, &requests, runs::Take::All).await
     }
 
     async fn claim_first(&self, requests: Vec<ClaimRequest>) -> Result<ClaimOutcome> {
@@ -479,7 +479,7 @@ impl Store for PgStore {
         // One statement for all the candidates: a row another worker holds is skipped, not
         // waited for (`FOR UPDATE SKIP LOCKED`), and one taken since is passed over in it.
         let tx = Tx::begin(self.client().await?).await?;
-        let mut outcomes = runs::claim_and_commit(&tx, &requests, runs::Take::First, &[]).await?;
+        let mut outcomes = runs::claim_and_commit(&tx, &requests, runs::Take::First).await?;
         Ok(outcomes.pop().unwrap_or(ClaimOutcome::NotClaimable))
     }
 

@@ -33,17 +33,10 @@ pub(crate) enum Take {
 /// entries and commits `tx`, in one round trip. So a claim is one round trip for the rows and
 /// one for what goes with them and the commit, however many candidates other workers took first
 /// (I5).
-///
-/// `held`: rows `tx` holds locked (a one-slot worker's look), as they are. A claim of one of them
-/// changes it exactly as [`daicho_store::ends::plan_claim`] says, so its journal entry is made
-/// from that plan beforehand and inserted by the claim's statement, for the rows it claimed: one
-/// statement fewer on the server per claim. (The row the statement wrote is checked against the
-/// plan before the commit.)
 pub(crate) async fn claim_and_commit(
     tx: &Tx,
     requests: &[ClaimRequest],
     take: Take,
-    held: &[Task],
 ) -> Result<Vec<ClaimOutcome>> {
     // The first request for a row decides; a repeat of it in the same batch is not claimable.
     let mut first: HashMap<TaskId, usize> = HashMap::with_capacity(requests.len());
@@ -60,38 +53,16 @@ pub(crate) async fn claim_and_commit(
     let expires: Vec<i64> = order.iter().map(|&i| micros(requests[i].now + requests[i].lease)).collect();
     let actions: Vec<&str> = order.iter().map(|&i| requests[i].action.as_str()).collect();
     let ids: Vec<String> = order.iter().map(|&i| requests[i].id.to_string()).collect();
-    let (mut planned, mut early) = (HashMap::new(), JournalRows::default());
-    for &i in &order {
-        let req = &requests[i];
-        if let Some(before) = held.iter().find(|t| t.id == req.id) {
-            let after = daicho_store::codec::as_stored(daicho_store::ends::plan_claim(before, req));
-            let actor = Actor::Worker(req.worker.clone()).to_string();
-            early.push(&JournalWrite::change(req.now, before, &after, &actor, JournalKind::Claim, None)?);
-            planned.insert(req.id, after);
-        }
-    }
     let stmt = tx.prepare_cached(&claim_sql(take)).await.map_err(backend)?;
-    let claim: [&(dyn ToSql + Sync); 8] =
-        [&nums, &require_run, &workers, &nows, &expires, &require_approval, &actions, &ids];
-    let params: Vec<&(dyn ToSql + Sync)> = claim.into_iter().chain(early.params()).collect();
-    let rows = tx.query(&stmt, &params).await.map_err(backend)?;
+    let rows = tx
+        .query(&stmt, &[&nums, &require_run, &workers, &nows, &expires, &require_approval, &actions, &ids])
+        .await
+        .map_err(backend)?;
     let base = COLUMNS.split(',').count();
     let mut claimed: HashMap<TaskId, Task> = HashMap::with_capacity(rows.len());
     let mut journal = JournalRows::default();
     for row in &rows {
         let after = read_task(row)?;
-        if let Some(plan) = planned.get(&after.id) {
-            if *plan != after {
-                // Its entry went in with the claim: a claim statement that wrote another row than
-                // the plan says would leave a wrong journal; the turn is not committed.
-                return Err(StoreError::backend(format!(
-                    "the claim of {} wrote another row than its plan (a bug): {after:?}, planned {plan:?}",
-                    after.id
-                )));
-            }
-            claimed.insert(after.id, after);
-            continue;
-        }
         let mut before = after.clone();
         before.status = Status::Pending;
         before.run = row.get(base);
@@ -139,12 +110,49 @@ pub(crate) async fn claim_and_commit(
         .collect())
 }
 
+/// Claims `req`'s row, which `tx` holds locked as `before` (a one-slot worker's look), and commits
+/// `tx`: one statement, with the COMMIT behind it (one round trip). The row is held, so the claim
+/// changes it exactly as [`daicho_store::ends::plan_claim`] says: its journal entry is made from
+/// that plan beforehand and written by the claim's statement with the row and its run record,
+/// and the statement also answers the kill switch. A claimed row other than the plan's would be
+/// a bug in one of the two (the contract checks both backends against the plan): it is reported
+/// as an error, the claim committed and never run, so its lease runs out as a lost run.
+async fn claim_held_and_commit(tx: &Tx, req: &ClaimRequest, before: &Task) -> Result<ClaimOutcome> {
+    let planned = daicho_store::codec::as_stored(daicho_store::ends::plan_claim(before, req));
+    let actor = Actor::Worker(req.worker.clone()).to_string();
+    let mut journal = JournalRows::default();
+    journal.push(&JournalWrite::change(req.now, before, &planned, &actor, JournalKind::Claim, None)?);
+    let stmt = tx.prepare_cached(&CLAIM_HELD).await.map_err(backend)?;
+    let (num, now, expires) = (req.id.num() as i64, micros(req.now), micros(req.now + req.lease));
+    let rid = req.id.to_string();
+    let claim: [&(dyn ToSql + Sync); 8] =
+        [&num, &now, &req.worker, &expires, &req.require_run, &req.require_approval, &req.action, &rid];
+    let params: Vec<&(dyn ToSql + Sync)> = claim.into_iter().chain(journal.params()).collect();
+    let row = tx.commit_after(async { tx.query_one(&stmt, &params).await.map_err(backend) }).await?;
+    let base = COLUMNS.split(',').count();
+    if row.get::<_, Option<i64>>(0).is_none() {
+        return Ok(match row.get::<_, Option<String>>(base) {
+            Some(reason) => ClaimOutcome::Paused(reason),
+            None => ClaimOutcome::NotClaimable,
+        });
+    }
+    let after = read_task(&row)?;
+    if after != planned {
+        return Err(StoreError::backend(format!(
+            "the claim of {} wrote another row than its plan, and its journal entry is the plan's (a bug): \
+             {after:?}, planned {planned:?}",
+            after.id
+        )));
+    }
+    Ok(ClaimOutcome::Claimed(Box::new(after)))
+}
+
 /// [`daicho_store::Store::finish_and_claim_next`] in `tx`, which it begins and commits: the run
 /// ends, then the head that `scope` admits, read in this transaction after them (so the rows they
 /// released are in it; pipelined behind their writes), widened while `pick` asks for none of it;
 /// then the first of `pick`'s requests that is claimable. The BEGIN goes with the first
-/// statement and the COMMIT with the last ones, so a one-slot worker's turn (an end and a claim)
-/// is four round trips.
+/// statement and the COMMIT with the last ones, so a one-slot worker's turn (an end and a claim
+/// of the row its look holds, [`claim_held_and_commit`]) is three round trips.
 ///
 /// A look of one row (a one-slot worker's) reads it locked (`FOR UPDATE SKIP LOCKED`): a row
 /// another look holds is passed over, so concurrent workers read different rows and the row a pick
@@ -193,19 +201,24 @@ pub(crate) async fn finish_and_claim_next(
             (out, tasks)
         }
     };
-    // The rows of a locked look are held until the commit: their claim's entries go with it.
+    // The rows of a locked look are held until the commit: a claim of one goes as planned.
     let mut held = lock && !tasks.is_empty();
     if lock && tasks.is_empty() {
         tasks = read(window, false).await?;
     }
     loop {
         let tried = pick(&tasks);
+        let held_row = match (held, tried.as_slice()) {
+            (true, [req]) => tasks.iter().find(|t| t.id == req.id),
+            _ => None,
+        };
+        if let Some(before) = held_row {
+            let outcome = claim_held_and_commit(tx, &tried[0], before).await?;
+            return Ok((ends, Some(NextClaim { tried, outcome })));
+        }
         if !tried.is_empty() {
-            let held: &[Task] = if held { &tasks } else { &[] };
-            let outcome = claim_and_commit(tx, &tried, Take::First, held)
-                .await?
-                .pop()
-                .unwrap_or(ClaimOutcome::NotClaimable);
+            let outcome =
+                claim_and_commit(tx, &tried, Take::First).await?.pop().unwrap_or(ClaimOutcome::NotClaimable);
             return Ok((ends, Some(NextClaim { tried, outcome })));
         }
         let Some(wider) = NextClaim::wider_window(window, tasks.len(), limit) else {
@@ -224,8 +237,7 @@ pub(crate) async fn finish_and_claim_next(
 /// claimable (`LIMIT 1` above the lock: a row another worker holds or took since is passed over
 /// within the statement, not in another round trip). Each claimed row's run record is inserted
 /// by the same statement, keyed `{id}:{attempt}` as `policy::idempotency_key` says (the contract
-/// checks the key); so are the journal entries planned beforehand (from `$9`, as
-/// [`JournalRows::params`] gives them), each only if its row was claimed.
+/// checks the key).
 fn claim_sql(take: Take) -> String {
     let req = "WITH req AS (SELECT * FROM unnest($1::BIGINT[], $2::BOOLEAN[], $3::TEXT[], $4::BIGINT[], \
                $5::BIGINT[], $6::BOOLEAN[], $7::TEXT[], $8::TEXT[]) WITH ORDINALITY AS r(rnum, require_run, \
@@ -249,21 +261,49 @@ fn claim_sql(take: Take) -> String {
              AND {not_paused} ORDER BY req.ord LIMIT 1 FOR UPDATE OF t SKIP LOCKED)"
         ),
     };
-    let planned = crate::rows::journal_insert_where_sql(9, "j.task IN (SELECT num FROM claimed)");
+    let set = claim_set("picked.new_now", "picked.new_owner", "picked.new_expires");
     format!(
         "{req}, {picked}, claimed AS ( \
-         UPDATE task SET status = 'running', run = false, approved_by = '', run_at = picked.new_now, \
-             attempt = attempt + 1, lease_owner = picked.new_owner, lease_expires_at = picked.new_expires, \
-             updated_at = picked.new_now \
-         FROM picked WHERE num = picked.pnum \
+         UPDATE task SET {set} FROM picked WHERE num = picked.pnum \
          RETURNING {COLUMNS}, picked.old_run, picked.old_run_at, picked.old_updated_at, picked.old_approved_by, \
              picked.new_owner, picked.new_now, picked.run_action, picked.run_rid), \
          runs AS (INSERT INTO run (task, attempt, worker, action, started, idempotency_key) \
-             SELECT num, attempt, new_owner, run_action, new_now, run_rid || ':' || attempt FROM claimed), \
-         planned AS ({planned}) \
+             SELECT num, attempt, new_owner, run_action, new_now, run_rid || ':' || attempt FROM claimed) \
          SELECT {COLUMNS}, old_run, old_run_at, old_updated_at, old_approved_by FROM claimed"
     )
 }
+
+/// What a claim sets ([`daicho_store::ends::plan_claim`] in SQL), its time, worker and lease's
+/// end being SQL expressions: `running`, ▶ run cleared, the approval spent, one attempt more.
+fn claim_set(now: &str, owner: &str, expires: &str) -> String {
+    format!(
+        "status = 'running', run = false, approved_by = '', run_at = {now}, attempt = attempt + 1, \
+         lease_owner = {owner}, lease_expires_at = {expires}, updated_at = {now}"
+    )
+}
+
+/// The claim of one held row ([`claim_held_and_commit`]): `$1` its number, `$2` the time, `$3`
+/// the worker, `$4` the lease's end, `$5` and `$6` whether ▶ run and an approval are required,
+/// `$7` the action, `$8` the id; the journal entry from `$9` ([`JournalRows::params`]), written
+/// only if the row was claimed. One row answers: the claimed row's columns (all NULL when it was
+/// not claimed), then the kill switch's reason (NULL when off).
+static CLAIM_HELD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let claimable = format!(
+        "{} AND (NOT $5::BOOLEAN OR run) AND (NOT $6::BOOLEAN OR (run AND approved_by <> ''))",
+        ready_where("$2::BIGINT")
+    );
+    let set = claim_set("$2::BIGINT", "$3::TEXT", "$4::BIGINT");
+    let journal = crate::rows::journal_insert_where_sql(9, "j.task IN (SELECT num FROM claimed)");
+    format!(
+        "WITH claimed AS (UPDATE task SET {set} WHERE num = $1::BIGINT AND {claimable} \
+             AND NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused') RETURNING {COLUMNS}), \
+         runs AS (INSERT INTO run (task, attempt, worker, action, started, idempotency_key) \
+             SELECT num, attempt, $3::TEXT, $7::TEXT, $2::BIGINT, $8::TEXT || ':' || attempt FROM claimed), \
+         planned AS ({journal}) \
+         SELECT claimed.*, ({}) FROM (SELECT 1) AS one LEFT JOIN claimed ON true",
+        crate::PAUSED
+    )
+});
 
 /// Records run ends under the write lock (shared: run ends go side by side): the rows are locked in id order, each end is checked against its fence
 /// (status `running`, same attempt, same lease owner) and the accepted ones are written in one

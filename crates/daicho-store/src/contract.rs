@@ -1421,17 +1421,37 @@ pub async fn done_unblocks_dependents_and_requires_run_when_asked<B: Backend>(ba
     assert_eq!(ready.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), [id("T-0002")]);
 }
 
-/// S8: while paused, no claim succeeds; after resume they do.
+/// S8: while paused, no claim succeeds, by any way to claim (`claim`, `claim_first`,
+/// `claim_many`, `claim_next` with a one-row look and a wider one): each answers the reason and
+/// the row stays pending, unjournaled; after resume they do.
 pub async fn s8_paused_claims_nothing<B: Backend>(backend: &B) {
+    use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
+
     let store = backend.open().await;
-    let id = store.upsert(batch(vec![item("waits out the pause")])).await.expect("upsert").added[0];
+    let mut waiting = item("waits out the pause");
+    waiting.action = "act".into();
+    waiting.tags = Tags::parse_list("ai");
+    let id = store.upsert(batch(vec![waiting])).await.expect("upsert").added[0];
     store.set_paused(Some("maintenance".into()), Actor::Human("p".into()), t0()).await.expect("pause");
     assert_eq!(store.paused().await.expect("paused"), Some("maintenance".into()));
+    let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
+    let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
+    let paused = ClaimOutcome::Paused("maintenance".into());
+    assert_eq!(store.claim(claim_request(id, "w", t0())).await.expect("claim"), paused);
+    assert_eq!(store.claim_first(vec![claim_request(id, "w", t0())]).await.expect("claim"), paused);
     assert_eq!(
-        store.claim(claim_request(id, "w", t0())).await.expect("claim"),
-        ClaimOutcome::Paused("maintenance".into())
+        store.claim_many(vec![claim_request(id, "w", t0())]).await.expect("claim"),
+        vec![paused.clone()]
     );
+    for window in [1, 8] {
+        let pick: crate::Pick =
+            Box::new(|head: &[Task]| head.iter().map(|t| claim_request(t.id, "w", t0())).collect());
+        let next = store.claim_next(t0(), scope.clone(), window, 8, pick).await.expect("claim");
+        assert_eq!(next.map(|n| n.outcome), Some(paused.clone()), "a look of {window}");
+    }
     assert_eq!(store.get(id).await.expect("get").expect("row").status, Status::Pending);
+    let kinds: Vec<JournalKind> = store.journal(id).await.expect("journal").iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [JournalKind::Add], "no claim was journaled");
     store.set_paused(None, Actor::Human("p".into()), t0()).await.expect("resume");
     assert_eq!(store.paused().await.expect("paused"), None);
     claimed(&store, claim_request(id, "w", t0())).await;
