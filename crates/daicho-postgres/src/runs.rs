@@ -115,8 +115,9 @@ pub(crate) async fn claim_and_commit(
 /// changes it exactly as [`daicho_store::ends::plan_claim`] says: its journal entry is made from
 /// that plan beforehand and written by the claim's statement with the row and its run record,
 /// and the statement also answers the kill switch. A claimed row other than the plan's would be
-/// a bug in one of the two (the contract checks both backends against the plan): it is reported
-/// as an error, the claim committed and never run, so its lease runs out as a lost run.
+/// a bug in one of the two (the contract checks both backends against the plan): it is logged as
+/// an error and answered `NotClaimable`, the claim committed and never run, so its lease runs out
+/// as a lost run.
 async fn claim_held_and_commit(tx: &Tx, req: &ClaimRequest, before: &Task) -> Result<ClaimOutcome> {
     let planned = daicho_store::codec::as_stored(daicho_store::ends::plan_claim(before, req));
     let actor = Actor::Worker(req.worker.clone()).to_string();
@@ -138,11 +139,14 @@ async fn claim_held_and_commit(tx: &Tx, req: &ClaimRequest, before: &Task) -> Re
     }
     let after = read_task(&row)?;
     if after != planned {
-        return Err(StoreError::backend(format!(
-            "the claim of {} wrote another row than its plan, and its journal entry is the plan's (a bug): \
-             {after:?}, planned {planned:?}",
-            after.id
-        )));
+        // Committed with the turn's ends, so not an error of the turn (its ends would be recorded
+        // again, and refused as stale): this claim is not run, and its lease runs out.
+        tracing::error!(
+            task = %after.id, ?after, ?planned,
+            "a claim wrote another row than its plan, and its journal entry is the plan's (a bug); \
+             the claim is not run"
+        );
+        return Ok(ClaimOutcome::NotClaimable);
     }
     Ok(ClaimOutcome::Claimed(Box::new(after)))
 }
