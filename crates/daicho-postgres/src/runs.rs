@@ -114,10 +114,14 @@ pub(crate) async fn claim_and_commit(
 /// `tx`: one statement, with the COMMIT behind it (one round trip). The row is held, so the claim
 /// changes it exactly as [`daicho_store::ends::plan_claim`] says: its journal entry is made from
 /// that plan beforehand and written by the claim's statement with the row and its run record,
-/// and the statement also answers the kill switch. A claimed row other than the plan's would be
-/// a bug in one of the two (the contract checks both backends against the plan): it is logged as
-/// an error and answered `NotClaimable`, the claim committed and never run, so its lease runs out
-/// as a lost run.
+/// and the statement also answers the kill switch.
+///
+/// The answer is read after the COMMIT, so nothing found in it fails the turn (its ends, committed
+/// with it, would be recorded again and refused as stale). A claimed row other than the plan's
+/// would be a bug in one of the two (the contract checks both backends against the plan): the
+/// statement itself checked every rule of the claim (ready, ▶ run, approval, kill switch), so the
+/// row is run, and the wrong journal entry is logged as an error. An answer that cannot be read
+/// is logged and answered `NotClaimable`: the claim is not run, and its lease runs out.
 async fn claim_held_and_commit(tx: &Tx, req: &ClaimRequest, before: &Task) -> Result<ClaimOutcome> {
     let planned = daicho_store::codec::as_stored(daicho_store::ends::plan_claim(before, req));
     let actor = Actor::Worker(req.worker.clone()).to_string();
@@ -131,29 +135,34 @@ async fn claim_held_and_commit(tx: &Tx, req: &ClaimRequest, before: &Task) -> Re
     let params: Vec<&(dyn ToSql + Sync)> = claim.into_iter().chain(journal.params()).collect();
     let row = tx.commit_after(async { tx.query_one(&stmt, &params).await.map_err(backend) }).await?;
     let base = COLUMNS.split(',').count();
-    if row.get::<_, Option<i64>>(0).is_none() {
-        return Ok(match row.get::<_, Option<String>>(base) {
+    let answer = match row.try_get::<_, Option<i64>>(0) {
+        Ok(None) => row.try_get::<_, Option<String>>(base).map_err(backend).map(|paused| match paused {
             Some(reason) => ClaimOutcome::Paused(reason),
             None => ClaimOutcome::NotClaimable,
-        });
+        }),
+        Ok(Some(_)) => read_task(&row).map(|task| ClaimOutcome::Claimed(Box::new(task))),
+        Err(e) => Err(backend(e)),
+    };
+    match answer {
+        Ok(ClaimOutcome::Claimed(after)) if *after != planned => {
+            tracing::error!(
+                task = %after.id, ?after, ?planned,
+                "a claim wrote another row than its plan, and its journal entry is the plan's (a bug)"
+            );
+            Ok(ClaimOutcome::Claimed(after))
+        }
+        Ok(outcome) => Ok(outcome),
+        Err(e) => {
+            tracing::error!(task = %req.id, "a claim's answer could not be read, so it is not run: {e}");
+            Ok(ClaimOutcome::NotClaimable)
+        }
     }
-    let after = read_task(&row)?;
-    if after != planned {
-        // Committed with the turn's ends, so not an error of the turn (its ends would be recorded
-        // again, and refused as stale): this claim is not run, and its lease runs out.
-        tracing::error!(
-            task = %after.id, ?after, ?planned,
-            "a claim wrote another row than its plan, and its journal entry is the plan's (a bug); \
-             the claim is not run"
-        );
-        return Ok(ClaimOutcome::NotClaimable);
-    }
-    Ok(ClaimOutcome::Claimed(Box::new(after)))
 }
 
 /// [`daicho_store::Store::finish_and_claim_next`] in `tx`, which it begins and commits: the run
-/// ends, then the head that `scope` admits, read in this transaction after them (so the rows they
-/// released are in it; pipelined behind their writes), widened while `pick` asks for none of it;
+/// ends, then the head that `scope` admits as it is after them (read behind their writes, so the
+/// rows they released are in it; or, when they make no row ready, in their own statement, whose
+/// snapshot holds the same head), widened while `pick` asks for none of it;
 /// then the first of `pick`'s requests that is claimable. The BEGIN goes with the first
 /// statement and the COMMIT with the last ones, so a one-slot worker's turn (an end and a claim
 /// of the row its look holds, [`claim_held_and_commit`]) is three round trips.

@@ -978,6 +978,35 @@ pub async fn s1_i5_every_claim_writes_the_planned_row_and_journals_it_once<B: Ba
         );
         assert_eq!(stored.at.as_microsecond(), at.as_microsecond(), "{channel}: the entry's time");
     }
+    // A one-row look's claim keeps the request's rules: a row with ▶ run unticked is not claimed
+    // when the request requires it, nor a ticked one that no person approved when it requires an
+    // approval; the row stays pending, and no claim is journaled.
+    let mut unticked = with_id("not approved", "T-0100", &[]);
+    unticked.action = "act".into();
+    unticked.tags = Tags::parse_list("ai");
+    let last = store.upsert(batch(vec![unticked])).await.expect("upsert").added[0];
+    for (rule, tick) in [("require_run", false), ("require_approval", true)] {
+        if tick {
+            let edit = TaskEdit { run: Some(true), ..TaskEdit::default() };
+            store.edit(last, edit, Actor::Human("p".into()), t0()).await.expect("tick");
+        }
+        let approval = rule == "require_approval";
+        let pick: crate::Pick = Box::new(move |head: &[Task]| {
+            let ask = |t: &Task| ClaimRequest {
+                require_run: true,
+                require_approval: approval,
+                ..claim_request(t.id, "w", at)
+            };
+            head.iter().map(ask).collect()
+        });
+        let next = store.claim_next(at, scope.clone(), 1, 1, pick).await.expect("claim").expect("a request");
+        assert_eq!(next.tried.iter().map(|r| r.id).collect::<Vec<_>>(), [last], "{rule}: the head");
+        assert_eq!(next.outcome, ClaimOutcome::NotClaimable, "{rule}");
+        let row = store.get(last).await.expect("get").expect("row");
+        assert_eq!((row.status, row.run), (Status::Pending, tick), "{rule}: untouched");
+    }
+    let journal = store.journal(last).await.expect("journal");
+    assert!(journal.iter().all(|e| e.kind != JournalKind::Claim), "{journal:?}");
 }
 
 /// S1: many concurrent claims of one row: exactly one wins.
@@ -1284,20 +1313,25 @@ pub async fn i5_a_workers_turn_records_its_ends_then_claims_the_row_they_release
 
 /// I5: a one-slot worker's turn (a look of one row) claims the head its ends leave: after an end
 /// that makes nothing ready, the next row in run order, the end and its run record written; after
-/// ends that were all stale, the same; after a failure, the row it put back to pending, ahead of
-/// the row that was the head before (PostgreSQL reads the look in the ends' own statement, whose
-/// snapshot is taken before its writes, only when they make no row ready).
+/// an end that releases a dependent, the dependent (ahead of the rest, by its priority); after
+/// ends that were all stale, the next row; after a failure, the row it put back to pending, ahead
+/// of the row that was the head before. (PostgreSQL reads the look in the ends' own statement,
+/// whose snapshot is taken before its writes, only when they make no row ready.)
 pub async fn i5_a_one_slot_turn_claims_the_head_its_ends_leave<B: Backend>(backend: &B) {
     use crate::Pick;
     use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
 
     let store = backend.open().await;
-    let mut items: Vec<Item> = ["a", "b", "c", "d"].iter().map(|t| item(t)).collect();
+    let mut items: Vec<Item> =
+        ["T-0001", "T-0002", "T-0003", "T-0004"].iter().map(|t| with_id(t, t, &[])).collect();
+    let mut released = with_id("T-0005", "T-0005", &["T-0001"]);
+    released.priority = 10;
+    items.push(released);
     for it in &mut items {
         it.action = "act".into();
         it.tags = Tags::parse_list("ai");
     }
-    let ids = store.upsert(batch(items)).await.expect("upsert").added;
+    store.upsert(batch(items)).await.expect("upsert");
     let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
     let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
     let pick = || -> Pick {
@@ -1310,25 +1344,31 @@ pub async fn i5_a_one_slot_turn_claims_the_head_its_ends_leave<B: Backend>(backe
             Ok(Some(ClaimOutcome::Claimed(task))) => *task,
             other => panic!("a claim: {other:?}"),
         };
-    let a = claimed(&store, claim_request(ids[0], "w", t0())).await;
+    // b ends: nobody waits on it, so nothing is made ready; a, the head, is claimed.
+    let b = claimed(&store, claim_request(id("T-0002"), "w", t0())).await;
+    let (ends, next) = turn(vec![finish(&b, "w", success(Status::Done))]).await;
+    assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Done);
+    let a = claimed_in(next);
+    assert_eq!(a.id, id("T-0001"), "the next row in run order");
+    assert_eq!(store.get(b.id).await.expect("get").expect("b").status, Status::Done);
+    let runs = store.runs(b.id).await.expect("runs");
+    assert_eq!(runs.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>(), ["success"], "b's run ended");
+    let kinds: Vec<JournalKind> =
+        store.journal(b.id).await.expect("journal").iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [JournalKind::Add, JournalKind::Claim, JournalKind::Finish]);
+    // a ends done and releases e, which goes ahead of c and d.
     let (ends, next) = turn(vec![finish(&a, "w", success(Status::Done))]).await;
     assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Done);
-    let b = claimed_in(next);
-    assert_eq!(b.id, ids[1], "the next row in run order");
-    assert_eq!(store.get(a.id).await.expect("get").expect("a").status, Status::Done);
-    let runs = store.runs(a.id).await.expect("runs");
-    assert_eq!(runs.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>(), ["success"], "a's run ended");
-    let kinds: Vec<JournalKind> =
-        store.journal(a.id).await.expect("journal").iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, [JournalKind::Add, JournalKind::Claim, JournalKind::Finish]);
+    let e = claimed_in(next);
+    assert_eq!(e.id, id("T-0005"), "e, released by a's end");
     // Only a stale end: refused, and the head claimed all the same.
     let (ends, next) = turn(vec![finish(&a, "w", success(Status::Done))]).await;
     assert!(matches!(ends.expect("answered")[0], Err(StoreError::LeaseLost { .. })));
-    assert_eq!(claimed_in(next).id, ids[2]);
-    // A failure puts b back to pending: the turn sees it, ahead of d.
-    let (ends, next) = turn(vec![finish(&b, "w", failure("no"))]).await;
+    assert_eq!(claimed_in(next).id, id("T-0003"));
+    // A failure puts e back to pending: the turn sees it, ahead of d.
+    let (ends, next) = turn(vec![finish(&e, "w", failure("no"))]).await;
     assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Pending);
-    assert_eq!(claimed_in(next).id, ids[1], "b, back to pending, ahead of d");
+    assert_eq!(claimed_in(next).id, id("T-0005"), "e, back to pending, ahead of d");
 }
 
 /// S14, I5: when a worker's turn failed as one transaction, its ends are recorded on their own
