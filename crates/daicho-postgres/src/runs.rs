@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use daicho_core::policy::{ClaimScope, FailurePolicy};
 use daicho_core::{Actor, Status, Task, TaskId};
-use daicho_store::codec::ready_where;
+use daicho_store::codec::claimable_where;
 use daicho_store::ends::EndPlan;
 use daicho_store::writes::JournalWrite;
 use daicho_store::{
@@ -255,23 +255,19 @@ fn claim_sql(take: Take) -> String {
     let req = "WITH req AS (SELECT * FROM unnest($1::BIGINT[], $2::BOOLEAN[], $3::TEXT[], $4::BIGINT[], \
                $5::BIGINT[], $6::BOOLEAN[], $7::TEXT[], $8::TEXT[]) WITH ORDINALITY AS r(rnum, require_run, \
                worker, now, expires, require_approval, action, rid, ord))";
-    let claimable = format!(
-        "{} AND (NOT req.require_run OR t.run) AND (NOT req.require_approval OR (t.run AND t.approved_by <> ''))",
-        ready_where("req.now")
-    );
+    let claimable = claimable_where("req.now", "req.require_run", "req.require_approval");
     let picked = "t.num AS pnum, t.run AS old_run, t.run_at AS old_run_at, t.updated_at AS old_updated_at, \
                   t.approved_by AS old_approved_by, req.worker AS new_owner, req.now AS new_now, \
                   req.expires AS new_expires, req.action AS run_action, req.rid AS run_rid";
-    let not_paused = "NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused')";
     let picked = match take {
         Take::All => format!(
             "picked AS (SELECT {picked} FROM req CROSS JOIN LATERAL (SELECT num, run, run_at, updated_at, \
              approved_by FROM task t WHERE t.num = req.rnum AND {claimable} FOR UPDATE SKIP LOCKED) AS t \
-             WHERE {not_paused})"
+             WHERE {NOT_PAUSED})"
         ),
         Take::First => format!(
             "picked AS (SELECT {picked} FROM task t JOIN req ON t.num = req.rnum WHERE {claimable} \
-             AND {not_paused} ORDER BY req.ord LIMIT 1 FOR UPDATE OF t SKIP LOCKED)"
+             AND {NOT_PAUSED} ORDER BY req.ord LIMIT 1 FOR UPDATE OF t SKIP LOCKED)"
         ),
     };
     let set = claim_set("picked.new_now", "picked.new_owner", "picked.new_expires");
@@ -285,6 +281,9 @@ fn claim_sql(take: Take) -> String {
          SELECT {COLUMNS}, old_run, old_run_at, old_updated_at, old_approved_by FROM claimed"
     )
 }
+
+/// The kill switch is off (S8): a claim statement's condition.
+const NOT_PAUSED: &str = "NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused')";
 
 /// What a claim sets ([`daicho_store::ends::plan_claim`] in SQL), its time, worker and lease's
 /// end being SQL expressions: `running`, ▶ run cleared, the approval spent, one attempt more.
@@ -301,15 +300,12 @@ fn claim_set(now: &str, owner: &str, expires: &str) -> String {
 /// only if the row was claimed. One row answers: the claimed row's columns (all NULL when it was
 /// not claimed), then the kill switch's reason (NULL when off).
 static CLAIM_HELD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let claimable = format!(
-        "{} AND (NOT $5::BOOLEAN OR run) AND (NOT $6::BOOLEAN OR (run AND approved_by <> ''))",
-        ready_where("$2::BIGINT")
-    );
+    let claimable = claimable_where("$2::BIGINT", "$5::BOOLEAN", "$6::BOOLEAN");
     let set = claim_set("$2::BIGINT", "$3::TEXT", "$4::BIGINT");
     let journal = crate::rows::journal_insert_where_sql(9, "j.task IN (SELECT num FROM claimed)");
     format!(
         "WITH claimed AS (UPDATE task SET {set} WHERE num = $1::BIGINT AND {claimable} \
-             AND NOT EXISTS (SELECT 1 FROM setting WHERE name = 'paused') RETURNING {COLUMNS}), \
+             AND {NOT_PAUSED} RETURNING {COLUMNS}), \
          runs AS (INSERT INTO run (task, attempt, worker, action, started, idempotency_key) \
              SELECT num, attempt, $3::TEXT, $7::TEXT, $2::BIGINT, $8::TEXT || ':' || attempt FROM claimed), \
          planned AS ({journal}) \
@@ -517,7 +513,6 @@ impl Ends {
         debug_assert!(self.make_nothing_ready(), "the look would miss the rows the ends make ready");
         let sql = end_rows_sql(Some(&format!("{look} FOR UPDATE OF task SKIP LOCKED")));
         let stmt = tx.prepare_cached(&sql).await.map_err(backend)?;
-        tx.prepare_cached(&END_RUNS).await.map_err(backend)?;
         let rows = async {
             let params: Vec<&(dyn ToSql + Sync)> =
                 self.row_params().chain([&now as _, &limit as _]).collect();
@@ -540,6 +535,9 @@ impl Ends {
     /// whole table at every run end (3,000 rows read per end in a fresh ledger's first seconds).
     /// A key lookup is an index scan whatever the statistics say.
     async fn further_runs(&self, tx: &Tx) -> Result<Vec<u64>> {
+        if self.nums.len() < 2 {
+            return Ok(Vec::new());
+        }
         let stmt = tx.prepare_cached(&END_RUNS).await.map_err(backend)?;
         let each = (1..self.nums.len()).map(|i| tx.execute_raw(&stmt, self.run_params(i)));
         futures_util::future::try_join_all(each).await.map_err(backend)

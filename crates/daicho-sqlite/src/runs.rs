@@ -60,9 +60,8 @@ static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "UPDATE task SET status = 'running', run = 0, approved_by = '', run_at = ?2, \
          attempt = attempt + 1, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?2 \
-         WHERE num = ?1 AND {} AND (?5 = 0 OR run = 1) \
-         AND (?6 = 0 OR (run = 1 AND approved_by <> '')) RETURNING {}",
-        daicho_store::codec::ready_where("?2"),
+         WHERE num = ?1 AND {} RETURNING {}",
+        daicho_store::codec::claimable_where("?2", "?5", "?6"),
         rows::COLUMNS
     )
 });

@@ -85,6 +85,17 @@ pub fn ready_where(now: &str) -> String {
     format!("status = 'pending' AND unmet_deps = 0 AND (not_before IS NULL OR not_before <= {now})")
 }
 
+/// The claim's condition (S1, S2, S13) over the `task` table: ready at `now` ([`ready_where`]),
+/// with ▶ run ticked when `require_run` holds and a person's approval recorded when
+/// `require_approval` holds (both placeholders of booleans, or columns of them). The one
+/// definition every claim statement of both backends uses.
+pub fn claimable_where(now: &str, require_run: &str, require_approval: &str) -> String {
+    format!(
+        "{} AND (NOT {require_run} OR run) AND (NOT {require_approval} OR (run AND approved_by <> ''))",
+        ready_where(now)
+    )
+}
+
 /// The size of the ready set, `now` being the placeholder of the time in microseconds: the rows
 /// pending with every dep met (kept in `ready_count` by each backend's triggers, one row or
 /// several shards) less those not due yet, read from the partial index `task_not_due` (`from`
