@@ -154,6 +154,8 @@ pub struct PgStore {
     config: std::sync::Arc<tokio_postgres::Config>,
     /// Notifications of `daicho_ready`, once a worker first waits for work.
     wakeups: std::sync::Arc<tokio::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<()>>>>,
+    /// The rows this store's one-slot looks claimed, as their claims wrote them (I5).
+    claimed: std::sync::Arc<runs::ClaimedRows>,
 }
 
 /// The channel every change that may make work ready is announced on (a hint: workers also poll).
@@ -200,7 +202,12 @@ impl PgStore {
         let config = connection_config(url)?;
         let manager = deadpool_postgres::Manager::new(config.clone(), tokio_postgres::NoTls);
         let pool = Pool::builder(manager).max_size(8).build().map_err(backend)?;
-        let store = PgStore { pool, config: std::sync::Arc::new(config), wakeups: Default::default() };
+        let store = PgStore {
+            pool,
+            config: std::sync::Arc::new(config),
+            wakeups: Default::default(),
+            claimed: Default::default(),
+        };
         let mut client = store.client().await?;
         let applied = schema::migrate(&mut client).await?;
         Ok((store, applied))
@@ -218,7 +225,12 @@ impl PgStore {
         let config = read_only_config(url)?;
         let manager = deadpool_postgres::Manager::new(config.clone(), tokio_postgres::NoTls);
         let pool = Pool::builder(manager).max_size(8).build().map_err(backend)?;
-        let store = PgStore { pool, config: std::sync::Arc::new(config), wakeups: Default::default() };
+        let store = PgStore {
+            pool,
+            config: std::sync::Arc::new(config),
+            wakeups: Default::default(),
+            claimed: Default::default(),
+        };
         schema::check_current(&store.client().await?).await?;
         Ok(store)
     }
@@ -501,7 +513,7 @@ impl Store for PgStore {
     ) -> Result<Option<NextClaim>> {
         // The look and the claim from it in one transaction; a look of one row reads it locked.
         let tx = Tx::pending(self.client().await?);
-        Ok(runs::finish_and_claim_next(&tx, &[], now, &scope, window, limit, pick).await?.1)
+        Ok(runs::finish_and_claim_next(&tx, &self.claimed, &[], now, &scope, window, limit, pick).await?.1)
     }
 
     fn claims_one_at_a_time(&self) -> bool {
@@ -523,13 +535,15 @@ impl Store for PgStore {
         // head, read after them, and the claim from it.
         let both = async {
             let tx = Tx::pending(self.client().await?);
-            runs::finish_and_claim_next(&tx, &finishes, now, &scope, window, limit, pick).await
+            runs::finish_and_claim_next(&tx, &self.claimed, &finishes, now, &scope, window, limit, pick).await
         };
         daicho_store::ends_alone_if_failed(self, both.await, finishes).await
     }
 
     async fn heartbeat(&self, id: TaskId, attempt: u32, worker: &str, until: Timestamp) -> Result<()> {
         let worker = worker.to_owned();
+        // The row changes: an end planned on the row as claimed would be refused by its guard.
+        self.claimed.forget(id);
         in_tx!(self, |tx| {
             let changed = tx
                 .execute(

@@ -16,7 +16,7 @@ use tokio_postgres::types::ToSql;
 
 use crate::backend;
 use crate::rows::{COLUMNS, JournalRows, micros, read_task};
-use crate::tx::Tx;
+use crate::tx::{IN_TX, Tx};
 
 /// How many of a claim's requests to take.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -25,6 +25,40 @@ pub(crate) enum Take {
     All,
     /// The first claimable one, in the requests' order (`Store::claim_first`).
     First,
+}
+
+/// The rows a store's one-slot looks claimed ([`claim_held_and_commit`]), each as its claim wrote
+/// it, with that row version's `xmin`: the end of such a run is planned on the row as claimed and
+/// written with the look in one statement, BEGIN before it ([`Ends::write_guarded_with_look`]),
+/// instead of reading the row locked first (I5: a turn of two round trips, not three). The
+/// statement's guard (the same row version, nobody waiting on the row) decides; when it finds
+/// the row changed since (a person's edit, a heartbeat, a sweeper, a dependent added), nothing is
+/// written and the end takes the locking path. So an entry is a hint and never trusted: a stale
+/// one costs a statement, never a wrong write.
+#[derive(Default)]
+pub(crate) struct ClaimedRows(std::sync::Mutex<HashMap<TaskId, (Task, String)>>);
+
+impl ClaimedRows {
+    /// Entries kept at most: runs whose ends never come here (lost, ended elsewhere) are dropped
+    /// all together when it is reached.
+    const MAX: usize = 1024;
+
+    fn put(&self, task: Task, version: String) {
+        let mut rows = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if rows.len() >= Self::MAX {
+            rows.clear();
+        }
+        rows.insert(task.id, (task, version));
+    }
+
+    fn take(&self, id: TaskId) -> Option<(Task, String)> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id)
+    }
+
+    /// Drops `id`'s entry: this store is about to change the row.
+    pub(crate) fn forget(&self, id: TaskId) {
+        self.take(id);
+    }
 }
 
 /// Claims the requests that are claimable (all of them, or the first one in their order), in one
@@ -122,7 +156,12 @@ pub(crate) async fn claim_and_commit(
 /// statement itself checked every rule of the claim (ready, ▶ run, approval, kill switch), so the
 /// row is run, and the wrong journal entry is logged as an error. An answer that cannot be read
 /// is logged and answered `NotClaimable`: the claim is not run, and its lease runs out.
-async fn claim_held_and_commit(tx: &Tx, req: &ClaimRequest, before: &Task) -> Result<ClaimOutcome> {
+async fn claim_held_and_commit(
+    tx: &Tx,
+    claimed: &ClaimedRows,
+    req: &ClaimRequest,
+    before: &Task,
+) -> Result<ClaimOutcome> {
     let planned = daicho_store::codec::as_stored(daicho_store::ends::plan_claim(before, req));
     let actor = Actor::Worker(req.worker.clone()).to_string();
     let mut journal = JournalRows::default();
@@ -136,7 +175,7 @@ async fn claim_held_and_commit(tx: &Tx, req: &ClaimRequest, before: &Task) -> Re
     let row = tx.commit_after(async { tx.query_one(&stmt, &params).await.map_err(backend) }).await?;
     let base = COLUMNS.split(',').count();
     let answer = match row.try_get::<_, Option<i64>>(0) {
-        Ok(None) => row.try_get::<_, Option<String>>(base).map_err(backend).map(|paused| match paused {
+        Ok(None) => row.try_get::<_, Option<String>>(base + 1).map_err(backend).map(|paused| match paused {
             Some(reason) => ClaimOutcome::Paused(reason),
             None => ClaimOutcome::NotClaimable,
         }),
@@ -149,6 +188,12 @@ async fn claim_held_and_commit(tx: &Tx, req: &ClaimRequest, before: &Task) -> Re
                 task = %after.id, ?after, ?planned,
                 "a claim wrote another row than its plan, and its journal entry is the plan's (a bug)"
             );
+            Ok(ClaimOutcome::Claimed(after))
+        }
+        Ok(ClaimOutcome::Claimed(after)) => {
+            if let Ok(Some(version)) = row.try_get::<_, Option<String>>(base) {
+                claimed.put((*after).clone(), version);
+            }
             Ok(ClaimOutcome::Claimed(after))
         }
         Ok(outcome) => Ok(outcome),
@@ -174,8 +219,10 @@ async fn claim_held_and_commit(tx: &Tx, req: &ClaimRequest, before: &Task) -> Re
 /// wider look reads unlocked, as does a one-row look that found nothing free: it would hold rows
 /// its pick does not take, or pass over rows that other looks hold only for a moment; its claim
 /// skips the rows held meanwhile.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn finish_and_claim_next(
     tx: &Tx,
+    claimed: &ClaimedRows,
     finishes: &[Finish],
     now: Timestamp,
     scope: &ClaimScope,
@@ -199,20 +246,23 @@ pub(crate) async fn finish_and_claim_next(
     let lock = window == 1;
     let (ends, mut tasks) = match finishes.is_empty() {
         true => (Vec::new(), tx.first(read(window, lock)).await?),
-        false => {
-            let (out, ends) = plan_ends(tx, finishes).await?;
-            let tasks = match lock && !ends.nums.is_empty() && ends.make_nothing_ready() {
-                // The locked look goes in the ends' statement: one statement fewer. They make no
-                // row ready, so the head in that statement's snapshot (before its writes) is the
-                // head after them.
-                true => {
-                    let look = daicho_store::codec::ready_head_sql(LOOK_NOW, LOOK_LIMIT, Some(scope));
-                    ends.write_with_look(tx, &look, micros(now), window as i64).await?
-                }
-                false => ends.write_then(tx, read(window, lock)).await?,
-            };
-            (out, tasks)
-        }
+        false => match guarded_end(tx, claimed, finishes, lock, scope, now, window).await? {
+            Some(done) => done,
+            None => {
+                let (out, ends) = plan_ends(tx, finishes).await?;
+                let tasks = match lock && !ends.nums.is_empty() && ends.make_nothing_ready() {
+                    // The locked look goes in the ends' statement: one statement fewer. They make
+                    // no row ready, so the head in that statement's snapshot (before its writes)
+                    // is the head after them.
+                    true => {
+                        let look = daicho_store::codec::ready_head_sql(LOOK_NOW, LOOK_LIMIT, Some(scope));
+                        ends.write_with_look(tx, &look, micros(now), window as i64).await?
+                    }
+                    false => ends.write_then(tx, read(window, lock)).await?,
+                };
+                (out, tasks)
+            }
+        },
     };
     // The rows of a locked look are held until the commit: a claim of one goes as planned.
     let mut held = lock && !tasks.is_empty();
@@ -226,7 +276,7 @@ pub(crate) async fn finish_and_claim_next(
             _ => None,
         };
         if let Some(before) = held_row {
-            let outcome = claim_held_and_commit(tx, &tried[0], before).await?;
+            let outcome = claim_held_and_commit(tx, claimed, &tried[0], before).await?;
             return Ok((ends, Some(NextClaim { tried, outcome })));
         }
         if !tried.is_empty() {
@@ -242,6 +292,37 @@ pub(crate) async fn finish_and_claim_next(
         tasks = read(window, false).await?;
         held = false;
     }
+}
+
+/// A one-slot turn's end of a run this store claimed ([`ClaimedRows`]), planned on the row as
+/// claimed, when it makes no row ready unless another row waits on it: written with the turn's
+/// locked look in one statement, the transaction's BEGIN before it ([`Ends::write_guarded_with_look`]).
+/// `None` when the turn is of another kind, or when the statement's guard found the row changed
+/// since its claim or a row waiting on it, and wrote nothing: the end then takes the locking
+/// path (in the same transaction; the row the look locked stays locked until its end).
+async fn guarded_end(
+    tx: &Tx,
+    claimed: &ClaimedRows,
+    finishes: &[Finish],
+    lock: bool,
+    scope: &ClaimScope,
+    now: Timestamp,
+    window: usize,
+) -> Result<Option<(Vec<Result<Task>>, Vec<Task>)>> {
+    let ([finish], true) = (finishes, lock) else { return Ok(None) };
+    let Some((before, version)) = claimed.take(finish.id) else { return Ok(None) };
+    let Ok(plan) = daicho_store::ends::plan_finish(&before, finish) else { return Ok(None) };
+    let mut ends = Ends::default();
+    ends.push(&before, &plan, false)?;
+    if !ends.make_nothing_ready() {
+        return Ok(None);
+    }
+    let look = daicho_store::codec::ready_head_sql(LOOK_NOW, LOOK_LIMIT, Some(scope));
+    let written = ends.write_guarded_with_look(tx, &look, micros(now), window as i64, &version);
+    Ok(tx
+        .first_writing(written)
+        .await?
+        .map(|tasks| (vec![Ok(daicho_store::codec::as_stored(plan.after))], tasks)))
 }
 
 /// The claim statement. `All`: each request's row by its primary key (a lateral join, whatever
@@ -298,14 +379,15 @@ fn claim_set(now: &str, owner: &str, expires: &str) -> String {
 /// the worker, `$4` the lease's end, `$5` and `$6` whether ▶ run and an approval are required,
 /// `$7` the action, `$8` the id; the journal entry from `$9` ([`JournalRows::params`]), written
 /// only if the row was claimed. One row answers: the claimed row's columns (all NULL when it was
-/// not claimed), then the kill switch's reason (NULL when off).
+/// not claimed), its version (`xmin`, for [`ClaimedRows`]), then the kill switch's reason (NULL
+/// when off).
 static CLAIM_HELD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let claimable = claimable_where("$2::BIGINT", "$5::BOOLEAN", "$6::BOOLEAN");
     let set = claim_set("$2::BIGINT", "$3::TEXT", "$4::BIGINT");
     let journal = crate::rows::journal_insert_where_sql(9, "j.task IN (SELECT num FROM claimed)");
     format!(
         "WITH claimed AS (UPDATE task SET {set} WHERE num = $1::BIGINT AND {claimable} \
-             AND {NOT_PAUSED} RETURNING {COLUMNS}), \
+             AND {NOT_PAUSED} RETURNING {COLUMNS}, xmin::TEXT), \
          runs AS (INSERT INTO run (task, attempt, worker, action, started, idempotency_key) \
              SELECT num, attempt, $3::TEXT, $7::TEXT, $2::BIGINT, $8::TEXT || ':' || attempt FROM claimed), \
          planned AS ({journal}) \
@@ -522,6 +604,38 @@ impl Ends {
         rows.iter().map(read_task).collect()
     }
 
+    /// [`Ends::write_with_look`] for one end planned on its row as claimed, whose row version
+    /// (`xmin`) the claim answered: the statement ([`end_guarded_sql`]) writes the end only if the
+    /// row is still that version and no row waits on it (so the end releases nobody), under the
+    /// shared write lock as every end. `None` when that guard failed: nothing was written (the
+    /// look's row is locked all the same).
+    async fn write_guarded_with_look(
+        &self,
+        tx: &Tx,
+        look: &str,
+        now: i64,
+        limit: i64,
+        version: &str,
+    ) -> Result<Option<Vec<Task>>> {
+        debug_assert!(self.make_nothing_ready() && self.nums.len() == 1, "one end that makes nothing ready");
+        let stmt = tx.prepare_cached(&end_guarded_sql(look)).await.map_err(backend)?;
+        let params: Vec<&(dyn ToSql + Sync)> = self
+            .row_params()
+            .chain([&now as _, &limit as _, &version as _, &crate::WRITE_LOCK as _])
+            .collect();
+        let rows = tx.query(&stmt, &params).await.map_err(backend)?;
+        let written = rows.first().map(|row| row.try_get::<_, i64>(COLUMNS.split(',').count())).transpose();
+        match written.map_err(backend)? {
+            Some(1) => rows
+                .iter()
+                .filter(|row| matches!(row.try_get::<_, Option<i64>>(0), Ok(Some(_))))
+                .map(read_task)
+                .collect::<Result<Vec<Task>>>()
+                .map(Some),
+            _ => Ok(None),
+        }
+    }
+
     /// The parameters of [`end_rows_sql`]: the rows, their journal entries, the first run record.
     fn row_params(&self) -> impl Iterator<Item = &(dyn ToSql + Sync)> {
         let rows: [&(dyn ToSql + Sync); 5] =
@@ -616,15 +730,42 @@ const LOOK_LIMIT: &str = "$23";
 /// as the statement's answer, the rows' update then one of its CTEs: the look reads the
 /// statement's snapshot, taken before its writes.
 fn end_rows_sql(look: Option<&str>) -> String {
-    let update = "UPDATE task SET status = e.status, result = e.result, failures = e.failures, \
-         lease_owner = NULL, lease_expires_at = NULL, updated_at = e.at \
-         FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::INT[], $5::BIGINT[]) \
-         AS e(enum, status, result, failures, at) WHERE num = e.enum";
-    let (j, runs) = (crate::rows::journal_insert_sql(6), run_end_sql(13));
+    let (j, runs) = (crate::rows::journal_insert_sql(6), run_end_sql(13, "true"));
     match look {
-        None => format!("WITH j AS ({j}), {runs} {update}"),
-        Some(look) => format!("WITH j AS ({j}), {runs}, ending AS ({update}) {look}"),
+        None => format!("WITH j AS ({j}), {runs} {END_UPDATE}"),
+        Some(look) => format!("WITH j AS ({j}), {runs}, ending AS ({END_UPDATE}) {look}"),
     }
+}
+
+/// Run ends' rows: `$1` to `$5` ([`Ends::row_params`]).
+const END_UPDATE: &str = "UPDATE task SET status = e.status, result = e.result, failures = e.failures, \
+     lease_owner = NULL, lease_expires_at = NULL, updated_at = e.at \
+     FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::INT[], $5::BIGINT[]) \
+     AS e(enum, status, result, failures, at) WHERE num = e.enum";
+
+/// [`end_rows_sql`] with `look` for one end planned on the row as claimed
+/// ([`Ends::write_guarded_with_look`]). First the write lock `$25`, taken shared (held before any
+/// row is locked, as every writer takes them), then the look, locked: both before the end, so
+/// that the look locks its rows as soon as its snapshot is taken, even when the end then waits
+/// for its row (a look that ran after that wait, on the snapshot from before it, found the rows
+/// claimed meanwhile and kept each locked, a wait for their owners' ends in turn). Then the row,
+/// written only if it is still the version `$24` (its `xmin`), no row has it as a dep, and the
+/// statement runs inside the transaction whose BEGIN went before it ([`IN_TX`]); its journal
+/// entry and run record only if it was. The answer: the look's rows (or one of NULLs when
+/// it found none), each with the number of rows written (1, or 0 when the guard failed).
+fn end_guarded_sql(look: &str) -> String {
+    let update = format!(
+        "{END_UPDATE} AND task.xmin = $24::TEXT::xid AND NOT EXISTS (SELECT 1 FROM task_dep d WHERE d.dep = task.num) \
+         AND {IN_TX} AND (SELECT count(*) FROM look) >= 0 RETURNING num"
+    );
+    let j = crate::rows::journal_insert_where_sql(6, "j.task IN (SELECT num FROM ending)");
+    let runs = run_end_sql(13, "EXISTS (SELECT 1 FROM ending)");
+    format!(
+        "WITH look AS MATERIALIZED (SELECT * FROM ({look} FOR UPDATE OF task SKIP LOCKED) AS h \
+             WHERE (SELECT pg_advisory_xact_lock_shared($25)) IS NOT NULL), \
+         ending AS ({update}), j AS ({j}), {runs} \
+         SELECT l.*, e.n FROM (SELECT count(*) AS n FROM ending) AS e LEFT JOIN look AS l ON true"
+    )
 }
 
 /// The dependents a run end released: one unmet dep fewer for each.
@@ -636,14 +777,14 @@ const END_DEPENDENTS: &str = "UPDATE task SET unmet_deps = unmet_deps - d.c FROM
 /// and attempt, its end (finished, outcome, error, tokens in and out), and whether it counts as a
 /// success and as a failure ([`RunOutcome::is_failure`]). The only statement that ends a run
 /// record, so the counts follow every end (S9, I3); a record already ended is left as it is and
-/// not counted again.
-fn run_end_sql(first: usize) -> String {
+/// not counted again, and so is every record when the SQL condition `only_if` is false.
+fn run_end_sql(first: usize, only_if: &str) -> String {
     let [task, attempt, finished, outcome, error, tokens_in, tokens_out, success, failure] =
         std::array::from_fn::<usize, 9, _>(|i| first + i);
     format!(
         "ended AS (UPDATE run SET finished = ${finished}, outcome = ${outcome}, error = ${error}, \
          tokens_in = ${tokens_in}, tokens_out = ${tokens_out} \
-         WHERE task = ${task} AND attempt = ${attempt} AND outcome = 'running' RETURNING action), \
+         WHERE task = ${task} AND attempt = ${attempt} AND outcome = 'running' AND {only_if} RETURNING action), \
          counted AS (INSERT INTO run_count AS c (action, shard, runs, successes, failures, running, tokens_in, \
          tokens_out) SELECT action, pg_backend_pid() % 64, 1, ${success}::BOOLEAN::INT, ${failure}::BOOLEAN::INT, 0, \
          coalesce(${tokens_in}, 0), coalesce(${tokens_out}, 0) FROM ended \
@@ -655,7 +796,7 @@ fn run_end_sql(first: usize) -> String {
 
 /// The run record of an end after the first ([`run_end_sql`]).
 static END_RUNS: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| format!("WITH {} SELECT 1", run_end_sql(1)));
+    std::sync::LazyLock::new(|| format!("WITH {} SELECT 1", run_end_sql(1, "true")));
 
 /// A notice, when one of the dependents released is ready now.
 const END_NOTIFY_IF_READY: &str = "SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM task_dep d JOIN task t ON t.num = d.task \

@@ -22,6 +22,9 @@ const OPEN: u8 = 1;
 /// Committed or rolled back: the connection is idle and goes back to the pool.
 const FINISHED: u8 = 2;
 
+/// An SQL condition true only inside a transaction begun by [`Tx::first_writing`].
+pub(crate) const IN_TX: &str = "current_setting('daicho.in_tx', true) = 'on'";
+
 /// A transaction on a pooled connection. Statements run through its [`ClientWrapper`]
 /// (`Deref`). Dropped unfinished (an error returned early, a cancelled future), it takes its
 /// connection out of the pool and closes it, and the server rolls the transaction back: a
@@ -49,8 +52,20 @@ impl Tx {
     /// Runs `first`, the transaction's first statement, behind its BEGIN when that is not sent
     /// yet (BEGIN is polled first, so every statement of `first` goes after it; one round trip
     /// for both when `first`'s statement is prepared). When the BEGIN fails, `first`'s answer is
-    /// not used: a statement run outside a transaction here is a locking read, never a write.
+    /// not used: a statement run outside a transaction here is a locking read, never a write (a
+    /// first statement that writes goes through [`Tx::first_writing`]).
     pub(crate) async fn first<T>(&self, first: impl Future<Output = Result<T>>) -> Result<T> {
+        self.first_behind("BEGIN", first).await
+    }
+
+    /// [`Tx::first`] for a first statement that writes: the BEGIN also sets [`IN_TX`], which
+    /// each of the statement's writes must require, so that, should the BEGIN fail and the
+    /// statement run on its own, it writes nothing.
+    pub(crate) async fn first_writing<T>(&self, first: impl Future<Output = Result<T>>) -> Result<T> {
+        self.first_behind("BEGIN; SET LOCAL daicho.in_tx = 'on'", first).await
+    }
+
+    async fn first_behind<T>(&self, begin: &str, first: impl Future<Output = Result<T>>) -> Result<T> {
         match self.state.load(Ordering::Acquire) {
             OPEN => return first.await,
             FINISHED => return Err(StoreError::backend("a statement after the transaction ended")),
@@ -58,7 +73,7 @@ impl Tx {
         }
         // Open from here on: BEGIN may be out even if this future is dropped before its reply.
         self.state.store(OPEN, Ordering::Release);
-        let begin = async { self.client().batch_execute("BEGIN").await.map_err(backend) };
+        let begin = async { self.client().batch_execute(begin).await.map_err(backend) };
         let ((), out) = tokio::try_join!(biased; begin, first)?;
         Ok(out)
     }
@@ -115,5 +130,46 @@ impl Drop for Tx {
         if let Some(client) = self.client.take() {
             drop(Object::take(client));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{IN_TX, Tx};
+    use crate::backend;
+
+    /// I5, S14: a first statement that writes can tell whether its BEGIN went before it: it sees
+    /// [`IN_TX`] behind [`Tx::first_writing`]'s BEGIN, and neither behind a plain one nor on its
+    /// own (as when its BEGIN failed), on the same connection after such a transaction.
+    #[tokio::test]
+    async fn i5_s14_a_first_write_sees_whether_its_begin_went_first() {
+        if std::env::var("DAICHO_SKIP_PG").is_ok_and(|v| v == "1") {
+            return;
+        }
+        let url = std::env::var("DAICHO_TEST_PG")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+        let config = crate::connection_config(&url).expect("a config");
+        let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+        // One connection: each case runs on the session the one before it used.
+        let pool = deadpool_postgres::Pool::builder(manager).max_size(1).build().expect("a pool");
+        let client = || async {
+            pool.get().await.unwrap_or_else(|e| {
+                panic!("PostgreSQL at {url} is not reachable ({e}); set DAICHO_SKIP_PG=1 to skip")
+            })
+        };
+        let sql = format!("SELECT coalesce({IN_TX}, false)");
+        async fn seen(tx: &Tx, sql: &str) -> daicho_store::Result<bool> {
+            Ok(tx.query_one(sql, &[]).await.map_err(backend)?.get::<_, bool>(0))
+        }
+        let tx = Tx::pending(client().await);
+        assert!(tx.first_writing(seen(&tx, &sql)).await.expect("first"), "behind first_writing's BEGIN");
+        tx.commit().await.expect("commit");
+        drop(tx);
+        let tx = Tx::pending(client().await);
+        assert!(!tx.first(seen(&tx, &sql)).await.expect("first"), "behind a plain BEGIN");
+        tx.commit().await.expect("commit");
+        drop(tx);
+        let alone = client().await.query_one(&sql, &[]).await.expect("alone").get::<_, bool>(0);
+        assert!(!alone, "a statement on its own");
     }
 }

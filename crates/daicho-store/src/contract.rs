@@ -60,6 +60,7 @@ macro_rules! store_contract_tests {
             i5_claim_next_claims_the_first_row_its_pick_takes_in_run_order,
             i5_a_workers_turn_records_its_ends_then_claims_the_row_they_released,
             i5_a_one_slot_turn_claims_the_head_its_ends_leave,
+            s13_i5_a_turns_end_is_written_on_the_row_as_it_is_when_it_ends,
             s14_a_workers_turn_that_failed_records_its_ends_alone,
             i5_a_claim_and_a_run_end_return_the_row_as_stored,
             s1_i5_every_claim_writes_the_planned_row_and_journals_it_once,
@@ -1369,6 +1370,100 @@ pub async fn i5_a_one_slot_turn_claims_the_head_its_ends_leave<B: Backend>(backe
     let (ends, next) = turn(vec![finish(&e, "w", failure("no"))]).await;
     assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Pending);
     assert_eq!(claimed_in(next).id, id("T-0005"), "e, back to pending, ahead of d");
+}
+
+/// S13, S4, I5: a one-slot turn's end is written as the row is when it ends, whatever changed it
+/// since the turn that claimed it: a person's edit (kept, and in the row the end answers), a
+/// person's drop (the end is refused and the drop stays), a heartbeat, a dependent added during
+/// the run (released by the end, and claimed by the same turn), a lost run claimed again by
+/// another worker (the first worker's late end is refused). (PostgreSQL plans such an end on the
+/// row as its claim left it, guarded by the row's version; each case here must find the guard.)
+pub async fn s13_i5_a_turns_end_is_written_on_the_row_as_it_is_when_it_ends<B: Backend>(backend: &B) {
+    use crate::Pick;
+    use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
+
+    let store = backend.open().await;
+    let mut items: Vec<Item> =
+        (1..=6).map(|i| with_id(&format!("T-000{i}"), &format!("T-000{i}"), &[])).collect();
+    for it in &mut items {
+        it.action = "act".into();
+        it.tags = Tags::parse_list("ai");
+    }
+    store.upsert(batch(items)).await.expect("upsert");
+    let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
+    let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
+    let pick = |worker: &'static str, now: Timestamp| -> Pick {
+        Box::new(move |head: &[Task]| head.iter().map(|t| claim_request(t.id, worker, now)).collect())
+    };
+    let turn = |finishes: Vec<Finish>| {
+        store.finish_and_claim_next(finishes, t0(), scope.clone(), 1, 1, pick("w", t0()))
+    };
+    let claimed_in =
+        |next: Result<Option<crate::NextClaim>, StoreError>| match next.map(|n| n.map(|n| n.outcome)) {
+            Ok(Some(ClaimOutcome::Claimed(task))) => *task,
+            other => panic!("a claim: {other:?}"),
+        };
+    let person = || Actor::Human("p".into());
+
+    // A person retitles the running row: the end keeps the title and answers the row as stored.
+    let a = claimed_in(turn(Vec::new()).await.1);
+    assert_eq!(a.id, id("T-0001"));
+    let edit = TaskEdit { title: Some("retitled while it ran".into()), ..TaskEdit::default() };
+    store.edit(a.id, edit, person(), t0()).await.expect("edit");
+    let (ends, next) = turn(vec![finish(&a, "w", success(Status::Done))]).await;
+    let ended = ends.expect("recorded").remove(0).expect("recorded");
+    let stored = store.get(a.id).await.expect("get").expect("a");
+    assert_eq!((stored.status, stored.title.as_str()), (Status::Done, "retitled while it ran"));
+    assert_eq!(ended, stored, "the end answers the row as stored");
+    let b = claimed_in(next);
+
+    // A person drops the running row: the worker's end is refused, the drop stays.
+    let edit = TaskEdit { status: Some(Status::Dropped), ..TaskEdit::default() };
+    store.edit(b.id, edit, person(), t0()).await.expect("drop");
+    let (ends, next) = turn(vec![finish(&b, "w", success(Status::Done))]).await;
+    assert!(ends.expect("answered")[0].is_err(), "an end of a dropped row is refused");
+    assert_eq!(
+        store.get(b.id).await.expect("get").expect("b").status,
+        Status::Dropped,
+        "the person's drop stays"
+    );
+    let c = claimed_in(next);
+
+    // A heartbeat, then the end.
+    store.heartbeat(c.id, c.attempt, "w", t0() + SignedDuration::from_mins(40)).await.expect("heartbeat");
+    let (ends, next) = turn(vec![finish(&c, "w", success(Status::Done))]).await;
+    assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Done);
+    assert_eq!(store.get(c.id).await.expect("get").expect("c").lease, None, "the lease is cleared");
+    let d = claimed_in(next);
+
+    // A dependent added while d runs, ahead of the rest: d's end releases it, the turn claims it.
+    let mut waiting = with_id("T-0009", "T-0009", &[&d.id.to_string()]);
+    waiting.action = "act".into();
+    waiting.tags = Tags::parse_list("ai");
+    waiting.priority = 10;
+    store.upsert(batch(vec![waiting])).await.expect("a dependent");
+    let (ends, next) = turn(vec![finish(&d, "w", success(Status::Done))]).await;
+    assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Done);
+    let released = claimed_in(next);
+    assert_eq!(released.id, id("T-0009"), "the dependent, released by d's end");
+
+    // A lost run: the sweeper counts it, another worker claims it again; the late end is refused.
+    let (ends, next) = turn(vec![finish(&released, "w", success(Status::Done))]).await;
+    assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Done);
+    let e = claimed_in(next);
+    let later = t0() + SignedDuration::from_hours(2);
+    assert_eq!(
+        store.expire_leases(later, FailurePolicy::default()).await.expect("sweep"),
+        [(e.id, Status::Pending)]
+    );
+    let again = claimed(&store, claim_request(e.id, "w2", later)).await;
+    let (ends, _) = turn(vec![finish(&e, "w", success(Status::Done))]).await;
+    assert!(matches!(ends.expect("answered")[0], Err(StoreError::LeaseLost { .. })), "the late end");
+    let stored = store.get(e.id).await.expect("get").expect("e");
+    assert_eq!((stored.status, stored.attempt), (Status::Running, again.attempt), "w2's run goes on");
+    let kinds: Vec<JournalKind> =
+        store.journal(e.id).await.expect("journal").iter().map(|j| j.kind).collect();
+    assert!(!kinds.contains(&JournalKind::Finish), "no end journaled: {kinds:?}");
 }
 
 /// S14, I5: when a worker's turn failed as one transaction, its ends are recorded on their own
