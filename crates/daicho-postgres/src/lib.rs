@@ -3,8 +3,11 @@
 //! Behaviour is the store contract's, the same as SQLite's (the contract suite runs against
 //! both); only the SQL differs. Writes that change the dependency bookkeeping (`upsert`, `edit`,
 //! `finish`, `expire_leases`, …) take one transaction-scoped advisory lock, so they are
-//! serialized like SQLite's single writer and the `unmet_deps` counters stay exact; rows they
-//! rewrite are read `FOR UPDATE`, so a claim (which takes no advisory lock) is never overwritten.
+//! serialized like SQLite's single writer and the `unmet_deps` counters stay exact (the lock is
+//! taken before the statements that read under it, so their snapshots hold what a writer that
+//! held it committed); rows they rewrite are read `FOR UPDATE`, or (a one-slot worker's end of a
+//! run its store claimed) written only if still the version the claim wrote, so a claim (which
+//! takes no advisory lock) and a person's edit are never overwritten.
 //! Claims lock the rows they take `FOR UPDATE SKIP LOCKED`: a worker never waits behind another
 //! claiming the same row, and two workers never both claim it. Claims and run ends are
 //! set-based (`runs`): a batch of any size costs the same few round trips and one commit.
@@ -931,8 +934,11 @@ async fn write_lock(tx: &Tx) -> Result<()> {
 /// that reads the dependency bookkeeping to decide (an upsert, an edit) still waits for them and
 /// they for it.
 pub(crate) async fn write_lock_shared(tx: &Tx) -> Result<()> {
-    advisory(tx, "SELECT pg_advisory_xact_lock_shared($1)").await
+    advisory(tx, WRITE_LOCK_SHARED).await
 }
+
+/// The statement of [`write_lock_shared`].
+pub(crate) const WRITE_LOCK_SHARED: &str = "SELECT pg_advisory_xact_lock_shared($1)";
 
 /// Takes the write lock as `sql` says (exclusive or shared).
 async fn advisory(tx: &Tx, sql: &str) -> Result<()> {

@@ -210,7 +210,8 @@ async fn claim_held_and_commit(
 /// snapshot holds the same head), widened while `pick` asks for none of it;
 /// then the first of `pick`'s requests that is claimable. The BEGIN goes with the first
 /// statement and the COMMIT with the last ones, so a one-slot worker's turn (an end and a claim
-/// of the row its look holds, [`claim_held_and_commit`]) is three round trips.
+/// of the row its look holds, [`claim_held_and_commit`]) is three round trips, or two when its
+/// end is of a run this store claimed so ([`guarded_end`]).
 ///
 /// A look of one row (a one-slot worker's) reads it locked (`FOR UPDATE SKIP LOCKED`): a row
 /// another look holds is passed over, so concurrent workers read different rows and the row a pick
@@ -309,7 +310,7 @@ async fn guarded_end(
     now: Timestamp,
     window: usize,
 ) -> Result<Option<(Vec<Result<Task>>, Vec<Task>)>> {
-    let ([finish], true) = (finishes, lock) else { return Ok(None) };
+    let ([finish], true, true) = (finishes, lock, tx.is_pending()) else { return Ok(None) };
     let Some((before, version)) = claimed.take(finish.id) else { return Ok(None) };
     let Ok(plan) = daicho_store::ends::plan_finish(&before, finish) else { return Ok(None) };
     let mut ends = Ends::default();
@@ -415,13 +416,14 @@ pub(crate) async fn finish_many_then<T>(
     Ok((out, then))
 }
 
-/// The ends' rows read locked (the BEGIN of `tx` goes with that read when it has not begun) and
+/// The ends' rows read locked under the shared write lock (the BEGIN of `tx` goes with that read
+/// when it has not begun, [`Tx::first_sharing_write_lock`]) and
 /// each finish planned on its row: what each finish gets, and the writes of those accepted.
 async fn plan_ends(tx: &Tx, finishes: &[Finish]) -> Result<(Vec<Result<Task>>, Ends)> {
     let mut nums: Vec<i64> = finishes.iter().map(|f| f.id.num() as i64).collect();
     nums.sort_unstable();
     nums.dedup();
-    let (mut current, waited_on) = tx.first(lock_ending_rows(tx, &nums)).await?;
+    let (mut current, waited_on) = tx.first_sharing_write_lock(lock_ending_rows(tx, &nums)).await?;
     let mut ends = Ends::default();
     let mut out = Vec::with_capacity(finishes.len());
     for finish in finishes {
@@ -487,23 +489,22 @@ pub(crate) async fn lock_rows(tx: &Tx, nums: &[i64]) -> Result<HashMap<TaskId, T
     rows.iter().map(|r| read_task(r).map(|t| (t.id, t))).collect()
 }
 
-/// Takes the write lock shared (as [`crate::write_lock_shared`]: run ends go side by side), then
-/// [`lock_rows`], in one statement: the lock is the statement's one-time filter, evaluated before
-/// its scan, so it is held before any row is locked, as every writer takes them. With the rows,
-/// the ids of those that other rows wait on (have as a dep): an end releases dependents only of
-/// those, so a row nobody waits on (most rows) costs no statement for its dependents and none for
-/// a ready notice. Read under the shared write lock, which every write that adds or removes deps
-/// excludes, so the answer holds until the commit.
+/// [`lock_rows`], run under the write lock taken shared ([`Tx::first_sharing_write_lock`]: run
+/// ends go side by side; held before any row is locked, as every writer takes them, and before
+/// this statement's snapshot is taken). With the rows, the ids of those that other rows wait on
+/// (have as a dep): an end releases dependents only of those, so a row nobody waits on (most
+/// rows) costs no statement for its dependents and none for a ready notice. Read under the
+/// shared write lock, which every write that adds or removes deps excludes, so the answer holds
+/// until the commit.
 async fn lock_ending_rows(tx: &Tx, nums: &[i64]) -> Result<(HashMap<TaskId, Task>, HashSet<TaskId>)> {
     let stmt = tx
         .prepare_cached(&format!(
             "SELECT {COLUMNS}, EXISTS (SELECT 1 FROM task_dep d WHERE d.dep = task.num) \
-             FROM task WHERE num = ANY($1) AND (SELECT pg_advisory_xact_lock_shared($2)) IS NOT NULL \
-             ORDER BY num FOR UPDATE"
+             FROM task WHERE num = ANY($1) ORDER BY num FOR UPDATE"
         ))
         .await
         .map_err(backend)?;
-    let rows = tx.query(&stmt, &[&nums, &crate::WRITE_LOCK]).await.map_err(backend)?;
+    let rows = tx.query(&stmt, &[&nums]).await.map_err(backend)?;
     let base = COLUMNS.split(',').count();
     let (mut current, mut waited_on) = (HashMap::with_capacity(rows.len()), HashSet::new());
     for row in &rows {
@@ -619,10 +620,8 @@ impl Ends {
     ) -> Result<Option<Vec<Task>>> {
         debug_assert!(self.make_nothing_ready() && self.nums.len() == 1, "one end that makes nothing ready");
         let stmt = tx.prepare_cached(&end_guarded_sql(look)).await.map_err(backend)?;
-        let params: Vec<&(dyn ToSql + Sync)> = self
-            .row_params()
-            .chain([&now as _, &limit as _, &version as _, &crate::WRITE_LOCK as _])
-            .collect();
+        let params: Vec<&(dyn ToSql + Sync)> =
+            self.row_params().chain([&now as _, &limit as _, &version as _]).collect();
         let rows = tx.query(&stmt, &params).await.map_err(backend)?;
         let written = rows.first().map(|row| row.try_get::<_, i64>(COLUMNS.split(',').count())).transpose();
         match written.map_err(backend)? {
@@ -744,9 +743,9 @@ const END_UPDATE: &str = "UPDATE task SET status = e.status, result = e.result, 
      AS e(enum, status, result, failures, at) WHERE num = e.enum";
 
 /// [`end_rows_sql`] with `look` for one end planned on the row as claimed
-/// ([`Ends::write_guarded_with_look`]). First the write lock `$25`, taken shared (held before any
-/// row is locked, as every writer takes them), then the look, locked: both before the end, so
-/// that the look locks its rows as soon as its snapshot is taken, even when the end then waits
+/// ([`Ends::write_guarded_with_look`]), sent behind [`Tx::first_writing`]'s BEGIN, which takes
+/// the write lock shared before this statement's snapshot. First the look, locked, before the
+/// end, so that it locks its rows as soon as the snapshot is taken, even when the end then waits
 /// for its row (a look that ran after that wait, on the snapshot from before it, found the rows
 /// claimed meanwhile and kept each locked, a wait for their owners' ends in turn). Then the row,
 /// written only if it is still the version `$24` (its `xmin`), no row has it as a dep, and the
@@ -761,8 +760,7 @@ fn end_guarded_sql(look: &str) -> String {
     let j = crate::rows::journal_insert_where_sql(6, "j.task IN (SELECT num FROM ending)");
     let runs = run_end_sql(13, "EXISTS (SELECT 1 FROM ending)");
     format!(
-        "WITH look AS MATERIALIZED (SELECT * FROM ({look} FOR UPDATE OF task SKIP LOCKED) AS h \
-             WHERE (SELECT pg_advisory_xact_lock_shared($25)) IS NOT NULL), \
+        "WITH look AS MATERIALIZED ({look} FOR UPDATE OF task SKIP LOCKED), \
          ending AS ({update}), j AS ({j}), {runs} \
          SELECT l.*, e.n FROM (SELECT count(*) AS n FROM ending) AS e LEFT JOIN look AS l ON true"
     )

@@ -25,6 +25,18 @@ const FINISHED: u8 = 2;
 /// An SQL condition true only inside a transaction begun by [`Tx::first_writing`].
 pub(crate) const IN_TX: &str = "current_setting('daicho.in_tx', true) = 'on'";
 
+/// The BEGIN of [`Tx::first_sharing_write_lock`].
+static BEGIN_SHARING: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("BEGIN; SELECT pg_advisory_xact_lock_shared({})", crate::WRITE_LOCK));
+
+/// The BEGIN of [`Tx::first_writing`].
+static BEGIN_WRITING: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "BEGIN; SET LOCAL daicho.in_tx = 'on'; SELECT pg_advisory_xact_lock_shared({})",
+        crate::WRITE_LOCK
+    )
+});
+
 /// A transaction on a pooled connection. Statements run through its [`ClientWrapper`]
 /// (`Deref`). Dropped unfinished (an error returned early, a cancelled future), it takes its
 /// connection out of the pool and closes it, and the server rolls the transaction back: a
@@ -58,11 +70,38 @@ impl Tx {
         self.first_behind("BEGIN", first).await
     }
 
-    /// [`Tx::first`] for a first statement that writes: the BEGIN also sets [`IN_TX`], which
-    /// each of the statement's writes must require, so that, should the BEGIN fail and the
-    /// statement run on its own, it writes nothing.
+    /// [`Tx::first`] with the write lock taken shared ([`crate::write_lock_shared`]) before
+    /// `first`'s statements, in the same round trip: with the BEGIN when it is not sent yet, else
+    /// as a statement of its own pipelined before them. So their snapshot is taken once the lock
+    /// is held, and holds every write that held it exclusively (a statement that took the lock
+    /// itself would read a snapshot taken before its wait, missing a dependent added meanwhile).
+    pub(crate) async fn first_sharing_write_lock<T>(
+        &self,
+        first: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        if self.state.load(Ordering::Acquire) == OPEN {
+            let lock = self.client().prepare_cached(crate::WRITE_LOCK_SHARED).await.map_err(backend)?;
+            let lock = async { self.client().execute(&lock, &[&crate::WRITE_LOCK]).await.map_err(backend) };
+            let (_, out) = tokio::try_join!(biased; lock, first)?;
+            return Ok(out);
+        }
+        self.first_behind(&BEGIN_SHARING, first).await
+    }
+
+    /// [`Tx::first_sharing_write_lock`] for a first statement that writes, in a transaction not
+    /// begun yet: the BEGIN also sets [`IN_TX`], which each of the statement's writes must
+    /// require, so that, should the BEGIN fail and the statement run on its own, it writes
+    /// nothing.
     pub(crate) async fn first_writing<T>(&self, first: impl Future<Output = Result<T>>) -> Result<T> {
-        self.first_behind("BEGIN; SET LOCAL daicho.in_tx = 'on'", first).await
+        if self.state.load(Ordering::Acquire) != PENDING {
+            return Err(StoreError::backend("a first write in a transaction already begun"));
+        }
+        self.first_behind(&BEGIN_WRITING, first).await
+    }
+
+    /// Whether the transaction's BEGIN is still to be sent.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.state.load(Ordering::Acquire) == PENDING
     }
 
     async fn first_behind<T>(&self, begin: &str, first: impl Future<Output = Result<T>>) -> Result<T> {

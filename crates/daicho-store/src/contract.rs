@@ -1376,8 +1376,10 @@ pub async fn i5_a_one_slot_turn_claims_the_head_its_ends_leave<B: Backend>(backe
 /// since the turn that claimed it: a person's edit (kept, and in the row the end answers), a
 /// person's drop (the end is refused and the drop stays), a heartbeat, a dependent added during
 /// the run (released by the end, and claimed by the same turn), a lost run claimed again by
-/// another worker (the first worker's late end is refused). (PostgreSQL plans such an end on the
-/// row as its claim left it, guarded by the row's version; each case here must find the guard.)
+/// another worker (the first worker's late end is refused), and an end of a row nothing changed.
+/// (PostgreSQL plans such an end on the row as its claim left it, guarded by the row's version:
+/// the edit, the drop, the dependent and the new claim must each fail the guard; its own
+/// heartbeat drops the plan.)
 pub async fn s13_i5_a_turns_end_is_written_on_the_row_as_it_is_when_it_ends<B: Backend>(backend: &B) {
     use crate::Pick;
     use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
@@ -1446,10 +1448,31 @@ pub async fn s13_i5_a_turns_end_is_written_on_the_row_as_it_is_when_it_ends<B: B
     assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Done);
     let released = claimed_in(next);
     assert_eq!(released.id, id("T-0009"), "the dependent, released by d's end");
+    let stored = store.get(d.id).await.expect("get").expect("d");
+    let d_journal = store.journal(d.id).await.expect("journal");
+    let end = d_journal.last().expect("the end's entry");
+    assert_eq!(
+        (end.kind, &end.before["status"], &end.after["status"]),
+        (JournalKind::Finish, &serde_json::json!("running"), &serde_json::json!("done"))
+    );
+    assert_eq!(stored.lease, None);
 
     // A lost run: the sweeper counts it, another worker claims it again; the late end is refused.
+    // An end of a row nothing changed since its claim: written with its journal entry and run
+    // record, and the row it answers is the row as stored.
     let (ends, next) = turn(vec![finish(&released, "w", success(Status::Done))]).await;
-    assert_eq!(ends.expect("recorded")[0].as_ref().expect("recorded").status, Status::Done);
+    let ended = ends.expect("recorded").remove(0).expect("recorded");
+    assert_eq!(ended, store.get(released.id).await.expect("get").expect("T-0009"), "the row as stored");
+    assert_eq!((ended.status, ended.result.as_str(), ended.lease.is_none()), (Status::Done, "made it", true));
+    let kinds: Vec<JournalKind> =
+        store.journal(released.id).await.expect("journal").iter().map(|j| j.kind).collect();
+    assert_eq!(kinds, [JournalKind::Add, JournalKind::Claim, JournalKind::Finish]);
+    let runs = store.runs(released.id).await.expect("runs");
+    assert_eq!(
+        runs.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>(),
+        ["success"],
+        "its run ended once"
+    );
     let e = claimed_in(next);
     let later = t0() + SignedDuration::from_hours(2);
     assert_eq!(

@@ -449,6 +449,125 @@ async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
     let _ = conn.await;
 }
 
+/// D1, I5: a run end that waits for the write lock sees what the write that held it committed:
+/// here a dependent added to the running row (as an edit of deps does, under the write lock), which
+/// the end must release. Once through `finish` (a transaction begun before the lock is asked
+/// for), once through a one-slot turn whose end is of a row its look claimed (planned on the row
+/// as claimed, its BEGIN asking for the lock). An end whose snapshot was taken before its wait
+/// would find nobody waiting on its row and leave the dependent blocked for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d1_i5_a_run_end_that_waited_for_the_write_lock_releases_a_dependent_added_meanwhile() {
+    use daicho_core::policy::{ActionSpec, ClaimScope, FailurePolicy, Gate};
+    use daicho_core::{Actor, Item, Status, Tags, Task};
+    use daicho_store::{Batch, ClaimOutcome, Finish, Pick, RunEnd, Store as _, UnknownDeps};
+
+    const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let store = std::sync::Arc::new(backend.open().await);
+    let now = jiff::Timestamp::from_second(1_800_000_000).expect("instant");
+    let items: Vec<Item> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|t| {
+            let mut item = Item::new(t, "pg");
+            item.action = "act".into();
+            item.tags = Tags::parse_list("ai");
+            item
+        })
+        .collect();
+    let batch = Batch {
+        items: items.into(),
+        actor: Actor::Push("pg".into()),
+        now,
+        file: "pg".into(),
+        unknown_deps: UnknownDeps::Refuse,
+    };
+    let ids = store.upsert(batch).await.expect("upsert").added;
+    let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
+    let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
+    let pick = move || -> Pick {
+        Box::new(move |head: &[Task]| head.iter().map(|t| claim_request(t.id, now)).collect())
+    };
+    let finish = |task: &Task| Finish {
+        id: task.id,
+        attempt: task.attempt,
+        worker: "w".into(),
+        now,
+        end: RunEnd::Success { result: "ok".into(), status: Status::Done, tokens_in: None, tokens_out: None },
+        policy: FailurePolicy::default(),
+    };
+    let (mut client, connection) =
+        tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let conn = tokio::spawn(connection);
+    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ShareLock' \
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+    // `dependent` gets `running` as a dep from a writer holding the write lock, while the end
+    // (spawned by `end` once the writer holds it) waits for it; the end goes on once the writer
+    // commits.
+    let mut add_dep_while_it_waits =
+        async |running: &Task, dependent: daicho_core::TaskId, end: &dyn Fn() -> _| {
+            let writer = client.transaction().await.expect("begin");
+            writer.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).await.expect("the write lock");
+            let end: tokio::task::JoinHandle<Result<Option<daicho_core::TaskId>, daicho_store::StoreError>> =
+                end();
+            wait_until_one(&writer, waiting, &end, "the run end", "the write lock").await;
+            let (task, dep) = (dependent.num() as i64, running.id.num() as i64);
+            writer
+                .execute("INSERT INTO task_dep (task, dep) VALUES ($1, $2)", &[&task, &dep])
+                .await
+                .expect("the edge");
+            writer
+                .execute(
+                    "UPDATE task SET unmet_deps = unmet_deps + 1, deps = $2 WHERE num = $1",
+                    &[&task, &running.id.to_string()],
+                )
+                .await
+                .expect("the dep");
+            writer.commit().await.expect("let go");
+            tokio::time::timeout(std::time::Duration::from_secs(20), end)
+                .await
+                .expect("the end goes on")
+                .expect("task")
+        };
+
+    // Through `finish`: a claimed, b gets it as a dep while a's end waits; a's end releases b.
+    let ClaimOutcome::Claimed(a) = store.claim(claim_request(ids[0], now)).await.expect("claim") else {
+        panic!("a claimed")
+    };
+    let end = || {
+        let (ending, finish) = (std::sync::Arc::clone(&store), finish(&a));
+        tokio::spawn(async move { ending.finish(finish).await.map(|_| None) })
+    };
+    add_dep_while_it_waits(&a, ids[1], &end).await.expect("a's end");
+    let ready = store.ready(now, 10).await.expect("ready");
+    assert!(ready.tasks.iter().any(|t| t.id == ids[1]), "b, released by a's end: {:?}", ready.tasks);
+
+    // Through a one-slot turn: b claimed by a turn's look, c gets it as a dep while the next
+    // turn's end of b waits; that end releases c, and the turn claims it (ahead of d).
+    let next = store.claim_next(now, scope.clone(), 1, 1, pick()).await.expect("a turn");
+    let b = match next.map(|n| n.outcome) {
+        Some(ClaimOutcome::Claimed(task)) => *task,
+        other => panic!("b claimed: {other:?}"),
+    };
+    assert_eq!(b.id, ids[1]);
+    let end = || {
+        let turning = std::sync::Arc::clone(&store);
+        let (finishes, scope, pick) = (vec![finish(&b)], scope.clone(), pick());
+        tokio::spawn(async move {
+            let (ends, next) = turning.finish_and_claim_next(finishes, now, scope, 1, 1, pick).await;
+            ends.expect("the end")[0].as_ref().expect("recorded");
+            match next.expect("the claim").map(|n| n.outcome) {
+                Some(ClaimOutcome::Claimed(task)) => Ok::<_, daicho_store::StoreError>(Some(task.id)),
+                other => panic!("a claim: {other:?}"),
+            }
+        })
+    };
+    let claimed = add_dep_while_it_waits(&b, ids[2], &end).await.expect("b's end");
+    assert_eq!(claimed, Some(ids[2]), "c, released by b's end, ahead of d");
+    drop(client);
+    let _ = conn.await;
+}
+
 /// S14, I5: a worker's turn dropped while its writes wait (a timeout, a worker stopping) is never
 /// committed afterwards: its connection, perhaps still inside the transaction with the writes
 /// queued, is not handed to the next caller, whose BEGIN would then be a no-op and whose COMMIT
