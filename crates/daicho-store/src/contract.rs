@@ -842,6 +842,20 @@ fn failure(error: &str) -> RunEnd {
     RunEnd::Failure { error: error.to_owned(), timeout: false }
 }
 
+/// `item` as a worker of action `act` may run it on its own (action `act`, tagged `ai`).
+fn for_act(mut item: Item) -> Item {
+    item.action = "act".into();
+    item.tags = Tags::parse_list("ai");
+    item
+}
+
+/// What a worker serving action `act` (automatic) may claim: rows [`for_act`] made.
+fn act_scope() -> daicho_core::policy::ClaimScope {
+    use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
+    let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
+    ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None)
+}
+
 async fn claimed<S: Store>(store: &S, request: ClaimRequest) -> Task {
     match store.claim(request).await.expect("claim") {
         ClaimOutcome::Claimed(task) => *task,
@@ -1320,7 +1334,6 @@ pub async fn i5_a_workers_turn_records_its_ends_then_claims_the_row_they_release
 /// whose snapshot is taken before its writes, only when they make no row ready.)
 pub async fn i5_a_one_slot_turn_claims_the_head_its_ends_leave<B: Backend>(backend: &B) {
     use crate::Pick;
-    use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
 
     let store = backend.open().await;
     let mut items: Vec<Item> =
@@ -1328,13 +1341,8 @@ pub async fn i5_a_one_slot_turn_claims_the_head_its_ends_leave<B: Backend>(backe
     let mut released = with_id("T-0005", "T-0005", &["T-0001"]);
     released.priority = 10;
     items.push(released);
-    for it in &mut items {
-        it.action = "act".into();
-        it.tags = Tags::parse_list("ai");
-    }
-    store.upsert(batch(items)).await.expect("upsert");
-    let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
-    let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
+    store.upsert(batch(items.into_iter().map(for_act).collect())).await.expect("upsert");
+    let scope = act_scope();
     let pick = || -> Pick {
         Box::new(|head: &[Task]| head.iter().map(|t| claim_request(t.id, "w", t0())).collect())
     };
@@ -1382,18 +1390,11 @@ pub async fn i5_a_one_slot_turn_claims_the_head_its_ends_leave<B: Backend>(backe
 /// heartbeat drops the plan.)
 pub async fn s13_i5_a_turns_end_is_written_on_the_row_as_it_is_when_it_ends<B: Backend>(backend: &B) {
     use crate::Pick;
-    use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
 
     let store = backend.open().await;
-    let mut items: Vec<Item> =
-        (1..=6).map(|i| with_id(&format!("T-000{i}"), &format!("T-000{i}"), &[])).collect();
-    for it in &mut items {
-        it.action = "act".into();
-        it.tags = Tags::parse_list("ai");
-    }
-    store.upsert(batch(items)).await.expect("upsert");
-    let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
-    let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
+    let items = (1..=6).map(|i| for_act(with_id(&format!("T-000{i}"), &format!("T-000{i}"), &[])));
+    store.upsert(batch(items.collect())).await.expect("upsert");
+    let scope = act_scope();
     let pick = |worker: &'static str, now: Timestamp| -> Pick {
         Box::new(move |head: &[Task]| head.iter().map(|t| claim_request(t.id, worker, now)).collect())
     };
@@ -1439,9 +1440,7 @@ pub async fn s13_i5_a_turns_end_is_written_on_the_row_as_it_is_when_it_ends<B: B
     let d = claimed_in(next);
 
     // A dependent added while d runs, ahead of the rest: d's end releases it, the turn claims it.
-    let mut waiting = with_id("T-0009", "T-0009", &[&d.id.to_string()]);
-    waiting.action = "act".into();
-    waiting.tags = Tags::parse_list("ai");
+    let mut waiting = for_act(with_id("T-0009", "T-0009", &[&d.id.to_string()]));
     waiting.priority = 10;
     store.upsert(batch(vec![waiting])).await.expect("a dependent");
     let (ends, next) = turn(vec![finish(&d, "w", success(Status::Done))]).await;

@@ -395,23 +395,15 @@ async fn i5_s1_a_look_passes_over_the_rows_another_look_holds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
     use daicho_core::policy::FailurePolicy;
-    use daicho_core::{Actor, Item, Status};
-    use daicho_store::{Batch, ClaimOutcome, Finish, RunEnd, Store as _, UnknownDeps};
+    use daicho_core::{Item, Status};
+    use daicho_store::{ClaimOutcome, Finish, RunEnd, Store as _};
     use std::time::Duration;
 
-    /// daicho's write lock: "daicho" in ASCII, then 1.
-    const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
     let backend = PgBackend::fresh();
     let Some(url) = backend.url.clone() else { return };
     let store = std::sync::Arc::new(backend.open().await);
     let now = jiff::Timestamp::from_second(1_800_000_000).expect("instant");
-    let batch = Batch {
-        items: vec![Item::new("ends under the lock", "pg")].into(),
-        actor: Actor::Push("pg".into()),
-        now,
-        file: "pg".into(),
-        unknown_deps: UnknownDeps::Refuse,
-    };
+    let batch = pushed(vec![Item::new("ends under the lock", "pg")], now);
     let id = store.upsert(batch).await.expect("upsert").added[0];
     let ClaimOutcome::Claimed(task) = store.claim(claim_request(id, now)).await.expect("claim") else {
         panic!("claimed")
@@ -458,10 +450,9 @@ async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn d1_i5_a_run_end_that_waited_for_the_write_lock_releases_a_dependent_added_meanwhile() {
     use daicho_core::policy::{ActionSpec, ClaimScope, FailurePolicy, Gate};
-    use daicho_core::{Actor, Item, Status, Tags, Task};
-    use daicho_store::{Batch, ClaimOutcome, Finish, Pick, RunEnd, Store as _, UnknownDeps};
+    use daicho_core::{Item, Status, Tags, Task};
+    use daicho_store::{ClaimOutcome, Finish, Pick, RunEnd, Store as _};
 
-    const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
     let backend = PgBackend::fresh();
     let Some(url) = backend.url.clone() else { return };
     let store = std::sync::Arc::new(backend.open().await);
@@ -475,13 +466,7 @@ async fn d1_i5_a_run_end_that_waited_for_the_write_lock_releases_a_dependent_add
             item
         })
         .collect();
-    let batch = Batch {
-        items: items.into(),
-        actor: Actor::Push("pg".into()),
-        now,
-        file: "pg".into(),
-        unknown_deps: UnknownDeps::Refuse,
-    };
+    let batch = pushed(items, now);
     let ids = store.upsert(batch).await.expect("upsert").added;
     let specs = [ActionSpec { name: "act".into(), auto: true, ..ActionSpec::default() }];
     let scope = ClaimScope::worker(&Gate { actions: &specs, ..Gate::default() }, None, None);
@@ -577,8 +562,8 @@ async fn d1_i5_a_run_end_that_waited_for_the_write_lock_releases_a_dependent_add
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s14_i5_a_turn_dropped_while_it_waits_is_never_committed_by_the_next_caller() {
     use daicho_core::policy::{ActionSpec, ClaimScope, FailurePolicy, Gate};
-    use daicho_core::{Actor, Item, Status};
-    use daicho_store::{Batch, ClaimOutcome, Finish, RunEnd, Store as _, UnknownDeps};
+    use daicho_core::{Item, Status};
+    use daicho_store::{ClaimOutcome, Finish, RunEnd, Store as _};
 
     let backend = PgBackend::fresh();
     let Some(url) = backend.url.clone() else { return };
@@ -588,13 +573,7 @@ async fn s14_i5_a_turn_dropped_while_it_waits_is_never_committed_by_the_next_cal
     first.ref_id = Some("a".into());
     let mut waiting = Item::new("waits for the first", "pg");
     waiting.deps = vec!["a".into()];
-    let batch = Batch {
-        items: vec![first, waiting].into(),
-        actor: Actor::Push("pg".into()),
-        now,
-        file: "pg".into(),
-        unknown_deps: UnknownDeps::Refuse,
-    };
+    let batch = pushed(vec![first, waiting], now);
     let added = store.upsert(batch).await.expect("upsert").added;
     let (a, dependent) = (added[0], added[1]);
     let ClaimOutcome::Claimed(task) = store.claim(claim_request(a, now)).await.expect("claim") else {
@@ -671,6 +650,20 @@ async fn wait_until_one<T>(
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// `items` pushed by source `pg` at `now`.
+fn pushed(items: Vec<daicho_core::Item>, now: jiff::Timestamp) -> daicho_store::Batch {
+    daicho_store::Batch {
+        items: items.into(),
+        actor: daicho_core::Actor::Push("pg".into()),
+        now,
+        file: "pg".into(),
+        unknown_deps: daicho_store::UnknownDeps::Refuse,
+    }
+}
+
+/// daicho's write lock: "daicho" in ASCII, then 1.
+const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
 
 /// Worker `w`'s request for `id` under action `act`, with a 30-minute lease.
 fn claim_request(id: daicho_core::TaskId, now: jiff::Timestamp) -> daicho_store::ClaimRequest {
