@@ -1106,6 +1106,19 @@ async fn edit_in(tx: &Tx, id: TaskId, edit: &TaskEdit, actor: &Actor, now: Times
     rows::get_task(tx, id).await?.ok_or(StoreError::NotFound(id))
 }
 
+/// The test server's URL (`DAICHO_TEST_PG`, default the local server), or `None` when
+/// `DAICHO_SKIP_PG=1` says to skip the tests that need it (CI never sets it).
+#[cfg(test)]
+pub(crate) fn test_server() -> Option<String> {
+    if std::env::var("DAICHO_SKIP_PG").is_ok_and(|v| v == "1") {
+        return None;
+    }
+    Some(
+        std::env::var("DAICHO_TEST_PG")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     /// I5, S14: daicho's sessions plan each statement once and give up on a statement after 5
@@ -1113,11 +1126,7 @@ mod tests {
     /// the URL names is the URL's. Read from the server's side of real sessions.
     #[tokio::test]
     async fn i5_s14_sessions_start_with_daichos_settings_unless_the_url_names_them() {
-        if std::env::var("DAICHO_SKIP_PG").is_ok_and(|v| v == "1") {
-            return;
-        }
-        let url = std::env::var("DAICHO_TEST_PG")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+        let Some(url) = super::test_server() else { return };
         let join = if url.contains('?') { '&' } else { '?' };
         let named = format!("{url}{join}options=-c%20plan_cache_mode%3Dauto");
         let cases = [

@@ -80,6 +80,8 @@ impl Tx {
         first: impl Future<Output = Result<T>>,
     ) -> Result<T> {
         if self.state.load(Ordering::Acquire) == OPEN {
+            // Prepared first (not `crate::write_lock_shared`, which prepares on its first poll):
+            // so the lock is sent on its first poll, ahead of `first`'s statements.
             let lock = self.client().prepare_cached(crate::WRITE_LOCK_SHARED).await.map_err(backend)?;
             let lock = async { self.client().execute(&lock, &[&crate::WRITE_LOCK]).await.map_err(backend) };
             let (_, out) = tokio::try_join!(biased; lock, first)?;
@@ -182,11 +184,7 @@ mod tests {
     /// own (as when its BEGIN failed), on the same connection after such a transaction.
     #[tokio::test]
     async fn i5_s14_a_first_write_sees_whether_its_begin_went_first() {
-        if std::env::var("DAICHO_SKIP_PG").is_ok_and(|v| v == "1") {
-            return;
-        }
-        let url = std::env::var("DAICHO_TEST_PG")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+        let Some(url) = crate::test_server() else { return };
         let config = crate::connection_config(&url).expect("a config");
         let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
         // One connection: each case runs on the session the one before it used.

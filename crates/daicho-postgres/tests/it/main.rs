@@ -394,9 +394,8 @@ async fn i5_s1_a_look_passes_over_the_rows_another_look_holds() {
 /// the end commits.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
-    use daicho_core::policy::FailurePolicy;
     use daicho_core::{Item, Status};
-    use daicho_store::{ClaimOutcome, Finish, RunEnd, Store as _};
+    use daicho_store::{ClaimOutcome, Store as _};
     use std::time::Duration;
 
     let backend = PgBackend::fresh();
@@ -414,23 +413,9 @@ async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
     let writer = client.transaction().await.expect("begin");
     writer.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).await.expect("the write lock");
     let ending = std::sync::Arc::clone(&store);
-    let end = tokio::spawn(async move {
-        let run_end =
-            RunEnd::Success { result: "ok".into(), status: Status::Done, tokens_in: None, tokens_out: None };
-        let finish = Finish {
-            id,
-            attempt: task.attempt,
-            worker: "w".into(),
-            now,
-            end: run_end,
-            policy: FailurePolicy::default(),
-        };
-        ending.finish(finish).await
-    });
+    let end = tokio::spawn(async move { ending.finish(done(&task, now)).await });
     // The end is seen waiting for the advisory lock, and still unfinished.
-    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ShareLock' \
-                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
-    wait_until_one(&writer, waiting, &end, "the run end", "the write lock").await;
+    wait_until_one(&writer, WAITING_FOR_THE_WRITE_LOCK, &end, "the run end", "the write lock").await;
     let row: String = writer.query_one("SELECT status FROM task", &[]).await.expect("status").get(0);
     assert_eq!(row, "running", "nothing of the end is written while it waits");
     writer.commit().await.expect("let go");
@@ -449,9 +434,9 @@ async fn i5_d1_a_run_end_waits_for_a_write_that_holds_the_write_lock() {
 /// would find nobody waiting on its row and leave the dependent blocked for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn d1_i5_a_run_end_that_waited_for_the_write_lock_releases_a_dependent_added_meanwhile() {
-    use daicho_core::policy::{ActionSpec, ClaimScope, FailurePolicy, Gate};
-    use daicho_core::{Item, Status, Tags, Task};
-    use daicho_store::{ClaimOutcome, Finish, Pick, RunEnd, Store as _};
+    use daicho_core::policy::{ActionSpec, ClaimScope, Gate};
+    use daicho_core::{Item, Tags, Task};
+    use daicho_store::{ClaimOutcome, Pick, Store as _};
 
     let backend = PgBackend::fresh();
     let Some(url) = backend.url.clone() else { return };
@@ -473,19 +458,10 @@ async fn d1_i5_a_run_end_that_waited_for_the_write_lock_releases_a_dependent_add
     let pick = move || -> Pick {
         Box::new(move |head: &[Task]| head.iter().map(|t| claim_request(t.id, now)).collect())
     };
-    let finish = |task: &Task| Finish {
-        id: task.id,
-        attempt: task.attempt,
-        worker: "w".into(),
-        now,
-        end: RunEnd::Success { result: "ok".into(), status: Status::Done, tokens_in: None, tokens_out: None },
-        policy: FailurePolicy::default(),
-    };
+    let finish = |task: &Task| done(task, now);
     let (mut client, connection) =
         tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
     let conn = tokio::spawn(connection);
-    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ShareLock' \
-                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
     // `dependent` gets `running` as a dep from a writer holding the write lock, while the end
     // (spawned by `end` once the writer holds it) waits for it; the end goes on once the writer
     // commits.
@@ -495,7 +471,7 @@ async fn d1_i5_a_run_end_that_waited_for_the_write_lock_releases_a_dependent_add
             writer.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).await.expect("the write lock");
             let end: tokio::task::JoinHandle<Result<Option<daicho_core::TaskId>, daicho_store::StoreError>> =
                 end();
-            wait_until_one(&writer, waiting, &end, "the run end", "the write lock").await;
+            wait_until_one(&writer, WAITING_FOR_THE_WRITE_LOCK, &end, "the run end", "the write lock").await;
             let (task, dep) = (dependent.num() as i64, running.id.num() as i64);
             writer
                 .execute("INSERT INTO task_dep (task, dep) VALUES ($1, $2)", &[&task, &dep])
@@ -661,6 +637,27 @@ fn pushed(items: Vec<daicho_core::Item>, now: jiff::Timestamp) -> daicho_store::
         unknown_deps: daicho_store::UnknownDeps::Refuse,
     }
 }
+
+/// Worker `w`'s end of `task`'s run at `now`: a success, `done`.
+fn done(task: &daicho_core::Task, now: jiff::Timestamp) -> daicho_store::Finish {
+    daicho_store::Finish {
+        id: task.id,
+        attempt: task.attempt,
+        worker: "w".into(),
+        now,
+        end: daicho_store::RunEnd::Success {
+            result: "ok".into(),
+            status: daicho_core::Status::Done,
+            tokens_in: None,
+            tokens_out: None,
+        },
+        policy: daicho_core::policy::FailurePolicy::default(),
+    }
+}
+
+/// The sessions of this database waiting for the write lock (shared): an end, here.
+const WAITING_FOR_THE_WRITE_LOCK: &str = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+     AND NOT granted AND mode = 'ShareLock' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
 
 /// daicho's write lock: "daicho" in ASCII, then 1.
 const WRITE_LOCK: i64 = 0x6461_6963_686f_0001;
