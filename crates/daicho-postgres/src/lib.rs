@@ -107,7 +107,8 @@ fn pg_error(error: tokio_postgres::Error) -> StoreError {
 /// The connection settings of `url`, with daicho's defaults where the URL sets none (S14): a
 /// connect timeout of 10 s, TCP keepalives after 30 s idle, a TCP user timeout of 60 s and a
 /// statement timeout of 5 minutes, so a server that stops answering is noticed instead of
-/// hanging every command.
+/// hanging every command; and a limit of 5 minutes on a session idle inside a transaction, so
+/// a client that stops answering is noticed by the server (below).
 fn connection_config(url: &str) -> Result<tokio_postgres::Config> {
     let mut config: tokio_postgres::Config = url
         .parse()
@@ -124,6 +125,16 @@ fn connection_config(url: &str) -> Result<tokio_postgres::Config> {
     }
     if !url.contains("statement_timeout") {
         add_option(&mut config, "statement_timeout=300000");
+    }
+    // I5, S14: a client that stops between two statements of a transaction (a worker suspended
+    // with Ctrl-Z, a machine cut off from the network) keeps its locks until the server ends
+    // its session, which without this limit is after the server's TCP keepalive (two hours by
+    // default). Its locks include the write lock, and a writer waiting for that lock is queued
+    // ahead of every later run end, so the whole ledger would wait. daicho's own transactions
+    // wait on their client only while it computes between statements (a large merge's plan,
+    // seconds); the limit matches the statement timeout.
+    if !url.contains("idle_in_transaction_session_timeout") {
+        add_option(&mut config, "idle_in_transaction_session_timeout=300000");
     }
     // I5: every statement daicho prepares is planned once per connection, not at each run. With
     // an array of requests or ends as a parameter, PostgreSQL judged each custom plan (an array
@@ -1121,9 +1132,10 @@ pub(crate) fn test_server() -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    /// I5, S14: daicho's sessions plan each statement once and give up on a statement after 5
-    /// minutes, the read-only ones too (their own setting once replaced the others); a setting
-    /// the URL names is the URL's. Read from the server's side of real sessions.
+    /// I5, S14: daicho's sessions plan each statement once, give up on a statement after 5
+    /// minutes and are ended by the server after 5 minutes idle inside a transaction, the
+    /// read-only ones too (their own setting once replaced the others); a setting the URL names
+    /// is the URL's. Read from the server's side of real sessions.
     #[tokio::test]
     async fn i5_s14_sessions_start_with_daichos_settings_unless_the_url_names_them() {
         let Some(url) = super::test_server() else { return };
@@ -1141,13 +1153,110 @@ mod tests {
                 });
             let task = tokio::spawn(connection);
             let mut seen = Vec::new();
-            for name in ["plan_cache_mode", "statement_timeout", "default_transaction_read_only"] {
+            for name in [
+                "plan_cache_mode",
+                "statement_timeout",
+                "idle_in_transaction_session_timeout",
+                "default_transaction_read_only",
+            ] {
                 let row = client.query_one(&format!("SHOW {name}"), &[]).await.expect("SHOW");
                 seen.push(row.get::<_, String>(0));
             }
-            assert_eq!(seen, [plan, "5min", read_only], "a session's settings");
+            assert_eq!(seen, [plan, "5min", "5min", read_only], "a session's settings");
             drop(client);
             let _ = task.await;
+        }
+    }
+
+    /// I5, S14: a client that stops answering inside a transaction (a worker suspended with
+    /// Ctrl-Z, a machine cut off from the network) does not hold the write lock for good. The
+    /// server ends its session once it has been idle in its transaction for daicho's limit (named
+    /// by the URL here: one second; 5 minutes by default, checked above), so a writer waiting for
+    /// the lock goes on; the stalled transaction's next statement fails as retryable and commits
+    /// nothing; and the pool's next session is a live one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn i5_s14_a_client_stalled_inside_a_transaction_does_not_hold_the_write_lock_for_good() {
+        use std::time::{Duration, Instant};
+
+        use crate::tx::Tx;
+
+        let Some(server) = super::test_server() else { return };
+        // A database of its own: the write lock is an advisory lock, one per database.
+        let db = Database::fresh(&server, "stall");
+        let url = format!("{}?options=-c%20idle_in_transaction_session_timeout%3D1000", db.url);
+        let config = super::connection_config(&url).expect("a config");
+        let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+        let pool = deadpool_postgres::Pool::builder(manager).max_size(2).build().expect("a pool");
+        let stalled = Tx::pending(pool.get().await.expect("a connection"));
+        stalled.first_sharing_write_lock(async { Ok(()) }).await.expect("the write lock, shared");
+        // A writer takes the lock exclusively, as an upsert or an edit does, while the first
+        // transaction's client says nothing more.
+        let writer = Tx::pending(pool.get().await.expect("a connection"));
+        let started = Instant::now();
+        let took =
+            tokio::time::timeout(Duration::from_secs(30), writer.first(super::write_lock(&writer))).await;
+        let waited = started.elapsed();
+        took.expect("the writer got the write lock once the stalled session was ended")
+            .expect("the write lock");
+        assert!(
+            waited >= Duration::from_millis(800),
+            "the writer waited for the stalled session ({waited:?})"
+        );
+        writer.commit().await.expect("the writer commits");
+        let ended = stalled.commit().await.expect_err("the stalled transaction was ended by the server");
+        assert!(ended.is_retryable(), "a stalled session's end is retryable: {ended}");
+        drop(stalled);
+        let next = pool.get().await.expect("a connection");
+        next.query_one("SELECT 1", &[]).await.expect("the pool's next session answers");
+        drop(next);
+        drop(pool);
+        drop(db);
+    }
+
+    /// A database of its own on the test server for a unit test, dropped with it (also when
+    /// the test fails).
+    struct Database {
+        server: String,
+        name: String,
+        url: String,
+    }
+
+    impl Database {
+        fn fresh(server: &str, what: &str) -> Database {
+            let name = format!("daicho_unit_{what}_{}", std::process::id());
+            let base = server.rsplit_once('/').map_or(server, |(base, _)| base);
+            let db = Database { server: server.to_owned(), url: format!("{base}/{name}"), name };
+            db.admin(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", db.name));
+            db.admin(&format!("CREATE DATABASE {}", db.name));
+            db
+        }
+
+        /// Runs `sql` on a connection and a thread of its own (usable from `Drop` too).
+        fn admin(&self, sql: &str) {
+            let (server, sql) = (self.server.clone(), sql.to_owned());
+            let run = move || {
+                let runtime =
+                    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+                runtime.block_on(async {
+                    let (client, connection) =
+                        tokio_postgres::connect(&server, tokio_postgres::NoTls).await.unwrap_or_else(|e| {
+                            panic!(
+                                "PostgreSQL at {server} is not reachable ({e}); set DAICHO_SKIP_PG=1 to skip"
+                            )
+                        });
+                    let task = tokio::spawn(connection);
+                    client.batch_execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+                    drop(client);
+                    let _ = task.await;
+                });
+            };
+            std::thread::spawn(run).join().expect("admin thread");
+        }
+    }
+
+    impl Drop for Database {
+        fn drop(&mut self) {
+            self.admin(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
         }
     }
 }
