@@ -358,8 +358,16 @@ pub fn screen(authority: Authority, items: &[Item]) -> Screen {
     screen
 }
 
+/// The first of `items` that registers closed work (`done` or `dropped`,
+/// [`PersonField::Closed`]), which an actor that [`refuses_closed`] may not.
+pub fn closed_item(items: &[Item]) -> Option<FieldNote> {
+    let (index, item) =
+        items.iter().enumerate().find(|(_, i)| i.status.is_some_and(Status::satisfies_deps))?;
+    Some(FieldNote { index, line: item.line, field: PersonField::Closed })
+}
+
 /// Whether `actor` may not register a row as `done` or `dropped` ([`PersonField::Closed`]): a
-/// push (CLI, HTTP, MCP, an executor's output) and an agent.
+/// push (CLI, HTTP, MCP, an executor's output) and an agent (a worker, a decomposer).
 pub fn refuses_closed(actor: &Actor) -> bool {
     matches!(actor, Actor::Push(_) | Actor::Worker(_))
 }

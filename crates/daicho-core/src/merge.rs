@@ -508,10 +508,8 @@ impl Decider {
             return Err(Refused::PersonField(at(note)));
         }
         if self.refuse_closed
-            && let Some((index, item)) =
-                items.iter().enumerate().find(|(_, i)| i.status.is_some_and(Status::satisfies_deps))
+            && let Some(note) = authority::closed_item(items)
         {
-            let note = FieldNote { index, line: item.line, field: authority::PersonField::Closed };
             return Err(Refused::PersonField(at(note)));
         }
         self.ignored.extend(screen.ignored.into_iter().map(at));

@@ -137,8 +137,10 @@ pub async fn decompose(
             return Err(Error::Invalid(format!("the decomposer action '{name}' failed: {error}")));
         }
     };
+    // A decomposer is an agent (S13): no person-only field, and no row born done or dropped,
+    // which would release the plan's later steps as if a person had closed it.
     let screen = daicho_core::authority::screen(daicho_core::authority::Authority::Agent, &items);
-    if let Some(note) = screen.refused {
+    if let Some(note) = screen.refused.or_else(|| daicho_core::authority::closed_item(&items)) {
         let reason = daicho_core::authority::refused_field_reason(
             &Actor::Worker(format!("action:{name}")),
             note.field,

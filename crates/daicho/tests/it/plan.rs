@@ -107,22 +107,23 @@ fn d4_replanning_is_explicit_and_drops_only_open_tasks() {
     assert!(new.iter().all(|t| t.status == "pending"));
 }
 
-/// D4: the plan can come from a decomposer action's output.
-#[test]
-fn d4_a_decomposer_action_writes_the_plan() {
-    let ledger = Ledger::new();
-    let script = ledger.script(
-        "decompose.sh",
-        "cat > /dev/null\necho '{\"tasks\": [{\"id\": \"x\", \"title\": \"outline\"}, {\"id\": \"y\", \"title\": \"draft\", \"deps\": [\"x\"]}]}'\n",
-    );
+/// Plans `write the post` in project `blog` with a decomposer action that prints `output`.
+fn decomposed(ledger: &Ledger, output: &str) -> crate::Run {
+    let script = ledger.script("decompose.sh", &format!("cat > /dev/null\necho '{output}'\n"));
     ledger.file(
         "daicho.toml",
         format!("[[action]]\nname = \"decompose\"\nkind = \"command\"\ncommand = [\"{script}\"]\n"),
     );
-    let saved: Value = ledger
-        .run(&["plan", "--json", "--project", "blog", "--goal", "write the post", "--action", "decompose"])
-        .ok()
-        .json();
+    ledger.run(&["plan", "--json", "--project", "blog", "--goal", "write the post", "--action", "decompose"])
+}
+
+/// D4: the plan can come from a decomposer action's output.
+#[test]
+fn d4_a_decomposer_action_writes_the_plan() {
+    let ledger = Ledger::new();
+    let output =
+        r#"{"tasks": [{"id": "x", "title": "outline"}, {"id": "y", "title": "draft", "deps": ["x"]}]}"#;
+    let saved: Value = decomposed(&ledger, output).ok().json();
     assert_eq!(saved["added"].as_array().unwrap().len(), 2);
     let tasks = ledger.tasks();
     let draft = tasks.iter().find(|t| t.title == "draft").unwrap();
@@ -130,23 +131,32 @@ fn d4_a_decomposer_action_writes_the_plan() {
     assert_eq!(draft.project, "blog");
 }
 
-/// D4, S13: a decomposer is an agent: a plan it writes may not tick ▶ run or write a correction;
-/// the plan is refused whole, naming the field, and nothing is saved.
+/// D4, S13: a decomposer is an agent: a plan it writes may not tick ▶ run, write a correction or
+/// register a step as done or dropped (which would release the steps after it as if a person had
+/// closed it); the plan is refused whole, naming the field, and nothing is saved.
 #[test]
 fn s13_a_decomposers_plan_cannot_carry_a_persons_fields() {
-    let ledger = Ledger::new();
-    let script = ledger.script(
-        "decompose.sh",
-        "cat > /dev/null\necho '{\"tasks\": [{\"title\": \"outline\"}, {\"title\": \"send it\", \"run\": true}]}'\n",
-    );
-    ledger.file(
-        "daicho.toml",
-        format!("[[action]]\nname = \"decompose\"\nkind = \"command\"\ncommand = [\"{script}\"]\n"),
-    );
-    let run = ledger.run(&["plan", "--project", "blog", "--goal", "write the post", "--action", "decompose"]);
-    assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("task #2: field 'run' is written only by a person"), "{}", run.stderr);
-    assert!(ledger.tasks().is_empty(), "nothing saved");
+    let cases = [
+        (
+            r#"{"tasks": [{"title": "outline"}, {"title": "send it", "run": true}]}"#,
+            "task #2: field 'run' is written only by a person",
+        ),
+        (
+            r#"{"tasks": [{"id": "r", "title": "legal review", "status": "done"}, {"title": "publish", "deps": ["r"], "tags": ["ai"]}]}"#,
+            "task #1: status 'done' or 'dropped' is set only by a person",
+        ),
+        (
+            r#"{"tasks": [{"title": "outline", "status": "dropped"}]}"#,
+            "task #1: status 'done' or 'dropped' is set only by a person",
+        ),
+    ];
+    for (output, refusal) in cases {
+        let ledger = Ledger::new();
+        let run = decomposed(&ledger, output);
+        assert_eq!(run.code, 1, "{output}");
+        assert!(run.stderr.contains(refusal), "{output}: {}", run.stderr);
+        assert!(ledger.tasks().is_empty(), "{output}: nothing saved");
+    }
 }
 
 /// V6: `daicho graph` draws a saved plan's goal as SVG, DOT and Mermaid from the same layout,
