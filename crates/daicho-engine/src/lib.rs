@@ -208,6 +208,34 @@ pub struct Performed {
     on_success: Status,
     /// How it ended.
     outcome: Ended,
+    /// Held while this engine may still record the end itself ([`HeldEnd`]); `None` for an end
+    /// read back from another daicho's account.
+    held: Option<Arc<HeldEnd>>,
+}
+
+/// An end of a run of this engine that the engine holds in memory, to record itself (S14): from
+/// before its copy is spooled until the engine's record of it is done or given up (its last
+/// copy dropped). A look at the spool leaves such an end alone; an end of this engine's name
+/// that nothing holds (its record met a store fault in a sweep; or an earlier process of the
+/// same name, a restarted container's, spooled it) is recorded like another worker's, so it is
+/// never left for the count of lost runs.
+#[derive(Debug)]
+struct HeldEnd {
+    held: Arc<std::sync::Mutex<HashSet<(TaskId, u32)>>>,
+    run: (TaskId, u32),
+}
+
+impl HeldEnd {
+    fn new(held: &Arc<std::sync::Mutex<HashSet<(TaskId, u32)>>>, run: (TaskId, u32)) -> Arc<HeldEnd> {
+        held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run);
+        Arc::new(HeldEnd { held: Arc::clone(held), run })
+    }
+}
+
+impl Drop for HeldEnd {
+    fn drop(&mut self) {
+        self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&self.run);
+    }
 }
 
 /// How a performed run ended.
@@ -249,6 +277,8 @@ pub struct Engine<S> {
     clock: Arc<dyn clock::Clock>,
     /// When remote claims last did their upkeep (microseconds of the engine's clock).
     upkept: std::sync::atomic::AtomicI64,
+    /// The runs whose ends this engine holds to record itself ([`HeldEnd`]).
+    held: Arc<std::sync::Mutex<HashSet<(TaskId, u32)>>>,
 }
 
 /// Listens for SIGINT and SIGTERM and moves the returned stop control along (S14): the first
@@ -394,7 +424,19 @@ impl<S: Store + 'static> Engine<S> {
         let stop = stop_control().1;
         let clock: Arc<dyn clock::Clock> = Arc::new(clock::SystemClock);
         let upkept = std::sync::atomic::AtomicI64::new(i64::MIN);
-        Engine { store, config, specs, worker: worker_name(), pause_file, stop, spool: None, clock, upkept }
+        let held = Arc::default();
+        Engine {
+            store,
+            config,
+            specs,
+            worker: worker_name(),
+            pause_file,
+            stop,
+            spool: None,
+            clock,
+            upkept,
+            held,
+        }
     }
 
     /// Reads the time from `clock` instead of the system clock (tests move a
@@ -456,18 +498,28 @@ impl<S: Store + 'static> Engine<S> {
         let mut recovered = 0;
         for spooled in ends {
             let Some(id) = spooled.id() else { continue };
-            // A worker that is still alive records its own ends (with their found tasks). This
-            // engine's own ends are left to its record, except found tasks whose push met a
-            // store fault after the end was recorded: pushed now.
+            // A worker that is still alive records its own ends (with their found tasks). The
+            // ends this engine holds are left to its record. Found tasks of an end it recorded
+            // whose push met a store fault are pushed now. Any other end of its name (its
+            // record met a store fault in a sweep, or an earlier process of the same name
+            // spooled it: [`HeldEnd`]) is recorded as another worker's, below.
             if spooled.worker == self.worker {
+                let held = self
+                    .held
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .contains(&(id, spooled.attempt));
+                if held {
+                    continue;
+                }
                 if let spool::SpooledOutcome::Success { found, .. } = &spooled.end
                     && !found.is_empty()
                     && self.holds_end(id, &spooled).await?
                 {
                     self.push_found(&spooled.action, id, spooled.attempt, found.clone()).await?;
                     spool.remove(id, spooled.attempt);
+                    continue;
                 }
-                continue;
             }
             // Another worker's end is left to it while it lives and records promptly; one that
             // has waited in the spool past `SYNC_AFTER` (its worker is held up: the ledger locked,
@@ -476,10 +528,9 @@ impl<S: Store + 'static> Engine<S> {
             // recorded by whoever looks first, so that the count of lost runs that follows never
             // counts a finished run lost (S4, S14). Its worker's own record then finds it
             // recorded.
-            if !owner_is_gone(&spooled.worker)
-                && !spool.overdue(id, spooled.attempt)
-                && !self.lease_runs_out(id, &spooled).await?
-            {
+            // This engine's own name is a living worker's, whatever its process is called.
+            let living = spooled.worker == self.worker || !owner_is_gone(&spooled.worker);
+            if living && !spool.overdue(id, spooled.attempt) && !self.lease_runs_out(id, &spooled).await? {
                 continue;
             }
             let (end, mut found, push_error) = match spooled.end.clone() {
@@ -612,6 +663,7 @@ impl<S: Store + 'static> Engine<S> {
                 action: action.spec.name.clone(),
                 on_success: action.spec.on_success.status(),
                 ctx,
+                held: None,
             };
             let Some(end) = spooled_end(&performed, &exit.worker) else { continue };
             match spool.put(id, &end) {
@@ -1067,6 +1119,8 @@ impl<S: Store + 'static> Engine<S> {
             action: action.spec.name.clone(),
             on_success: action.spec.on_success.status(),
             outcome,
+            // Held before its copy is spooled, so no look at the spool finds it unheld.
+            held: Some(HeldEnd::new(&self.held, (id, attempt))),
         };
         self.spool_end(&performed).await;
         performed
@@ -1112,7 +1166,8 @@ impl<S: Store + 'static> Engine<S> {
         ends: Ends,
         recorded: Vec<Result<Task, StoreError>>,
     ) -> Result<Vec<RunReport>, StoreError> {
-        let Ends { reports, after } = ends;
+        // The ends stay held until their record is done ([`HeldEnd`]).
+        let Ends { reports, after, held: _held } = ends;
         // Ends and what follows them come back in the order the recorded runs were pushed.
         let mut ends = recorded.into_iter().zip(after);
         let mut out = Vec::with_capacity(reports.len());
@@ -1215,6 +1270,8 @@ struct Ends {
     reports: Vec<(RunReport, bool)>,
     /// For each finish, in order: the tasks found and the push error.
     after: Vec<(Vec<daicho_core::Item>, Option<String>)>,
+    /// The ends, held until their record is done ([`HeldEnd`]).
+    held: Vec<Arc<HeldEnd>>,
 }
 
 impl Ends {
@@ -1228,8 +1285,10 @@ impl Ends {
         let mut reports = Vec::with_capacity(done.len());
         let mut finishes = Vec::with_capacity(done.len());
         let mut after = Vec::with_capacity(done.len());
+        let mut held = Vec::with_capacity(done.len());
         for performed in done {
-            let Performed { ctx, action, on_success, outcome } = performed;
+            let Performed { ctx, action, on_success, outcome, held: kept } = performed;
+            held.extend(kept);
             let mut report = RunReport {
                 id: ctx.task.id,
                 title: ctx.task.title.clone(),
@@ -1282,7 +1341,7 @@ impl Ends {
             after.push((found, push_error));
             reports.push((report, true));
         }
-        (Ends { reports, after }, finishes)
+        (Ends { reports, after, held }, finishes)
     }
 }
 

@@ -286,3 +286,142 @@ async fn s14_an_end_a_living_worker_could_not_record_is_recorded_by_the_next_loo
     assert_eq!(titles(&store).await, ["fix the parser found on the way", "survey the code"]);
     assert!(spool.list().0.is_empty());
 }
+
+/// S4, S14: an end of this daicho's own name that it no longer holds to record (its record in a
+/// sweep met a store fault and was given up; or an earlier process of the same name, a restarted
+/// container's, spooled it and died) is not left for good: the next look at the spool records it
+/// once it has waited past `SYNC_AFTER`, and a sweep once the lease has run out records it before
+/// counting lost runs, so the finished run is never counted lost and run again.
+#[tokio::test]
+async fn s14_an_end_of_this_daichos_name_that_it_does_not_hold_is_recorded_not_counted_lost() {
+    for overdue in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, engine, spool, worker, task) = claimed_by(&dir, daicho_engine::worker_name()).await;
+        spool.put(task.id, &spooled(&task, &worker)).expect("spooled under this daicho's name");
+        assert_eq!(engine.recover_spooled().await.expect("recover"), 0, "young: its record may be under way");
+        let recovered = match overdue {
+            true => {
+                let file = std::fs::File::options()
+                    .write(true)
+                    .open(spool.dir().join(format!("{}-{}.json", task.id, task.attempt)))
+                    .expect("the spooled end");
+                file.set_modified(std::time::SystemTime::now() - daicho_engine::spool::SYNC_AFTER * 2)
+                    .expect("set its time");
+                engine.recover_spooled().await.expect("recover")
+            }
+            false => {
+                // The same daicho's next sweep, once the lease has run out.
+                let expires = task.lease.as_ref().expect("a lease").expires_at;
+                let clock =
+                    daicho_engine::clock::ManualClock::new(expires + jiff::SignedDuration::from_secs(1));
+                let sweeper = Engine::new(Arc::clone(&store), config(), None)
+                    .with_spool(spool.clone())
+                    .with_clock(Arc::new(clock) as Arc<dyn daicho_engine::clock::Clock>);
+                let swept = sweeper.sweep(daicho_engine::Role::RunRequested, 0).await.expect("sweep");
+                assert!(swept.lost.is_empty(), "not counted lost: {swept:?}");
+                swept.recovered
+            }
+        };
+        assert_eq!(recovered, 1, "recorded (overdue: {overdue})");
+        let row = store.get(task.id).await.expect("get").expect("row");
+        assert_eq!((row.status, row.failures, row.result.as_str()), (Status::Done, 0, "surveyed"));
+        assert_eq!(titles(&store).await, ["fix the parser found on the way", "survey the code"]);
+        assert!(spool.list().0.is_empty(), "the spooled copy is removed");
+    }
+}
+
+/// A ledger (its writers waiting `busy` for a lock) with one task whose run touches `started`
+/// and ends a moment later, this daicho's engine over it with a spool, and that task's run by
+/// the engine (`daicho run`) under way; returns once the run has started, the ledger locked by
+/// another connection, and once the run's end is spooled, that copy aged past `SYNC_AFTER`.
+async fn a_run_ending_under_a_lock(
+    dir: &tempfile::TempDir,
+    busy: std::time::Duration,
+) -> (
+    Arc<SqliteStore>,
+    Arc<Engine<SqliteStore>>,
+    Spool,
+    daicho_core::TaskId,
+    rusqlite::Connection,
+    tokio::task::JoinHandle<Result<daicho_engine::RunOne, daicho_store::StoreError>>,
+) {
+    let path = dir.path().join("ledger.db");
+    let options = SqliteOptions { busy_timeout: busy, ..SqliteOptions::default() };
+    let store = Arc::new(SqliteStore::open(&path, options).await.expect("open"));
+    let started = dir.path().join("started");
+    let script = format!("touch '{}' && sleep 0.3", started.display());
+    let config = CONFIG.replace(r#"command = ["true"]"#, &format!("command = [\"sh\", \"-c\", {script:?}]"));
+    let mut item = Item::new("survey the code", "test");
+    item.action = "work".into();
+    item.tags = Tags::parse_list("ai");
+    let now = jiff::Timestamp::now();
+    let batch = Batch {
+        items: vec![item].into(),
+        actor: Actor::System,
+        now,
+        file: "test".into(),
+        unknown_deps: UnknownDeps::Refuse,
+    };
+    store.upsert(batch).await.expect("upsert");
+    let id = store.list(ListFilter::default()).await.expect("list")[0].id;
+    let spool = Spool::new(dir.path().join("spool"));
+    let config = Config::parse(&config, "t.toml").expect("config");
+    let engine = Arc::new(Engine::new(Arc::clone(&store), config, None).with_spool(spool.clone()));
+    let run = tokio::spawn({
+        let engine = Arc::clone(&engine);
+        async move { engine.run_task(id, false).await }
+    });
+    let until = |what: &'static str, done: &dyn Fn() -> bool| {
+        let started = std::time::Instant::now();
+        while !done() {
+            assert!(started.elapsed() < std::time::Duration::from_secs(10), "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    until("the run started", &|| started.exists());
+    let lock = rusqlite::Connection::open(&path).expect("open");
+    lock.execute_batch("BEGIN IMMEDIATE").expect("the write lock");
+    until("the run's end is spooled", &|| spool.list().0.len() == 1);
+    let file = std::fs::File::options()
+        .write(true)
+        .open(spool.dir().join(format!("{id}-1.json")))
+        .expect("the spooled end");
+    file.set_modified(std::time::SystemTime::now() - daicho_engine::spool::SYNC_AFTER * 2)
+        .expect("set its time");
+    (store, engine, spool, id, lock, run)
+}
+
+/// S14: an end this daicho holds to record itself is left to that record by a look at the
+/// spool, also once it has waited past `SYNC_AFTER` (the ledger was locked meanwhile): the
+/// record lands as the run's success, not as an end another look recorded first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s14_an_end_this_daicho_holds_is_left_to_its_own_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, engine, spool, id, lock, run) =
+        a_run_ending_under_a_lock(&dir, std::time::Duration::from_secs(10)).await;
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 0, "held: left to its record");
+    lock.execute_batch("ROLLBACK").expect("unlock");
+    let daicho_engine::RunOne::Ran(report) = run.await.expect("joined").expect("run") else {
+        panic!("the task ran")
+    };
+    assert_eq!(report.result, daicho_engine::RunResult::Success, "{report:?}");
+    assert_eq!(store.get(id).await.expect("get").expect("row").status, Status::Done);
+    assert!(spool.list().0.is_empty(), "the spooled copy is removed");
+}
+
+/// S4, S14: when this daicho gives up its own record of an end (`daicho run`, or a sweep of
+/// `serve`, met the ledger locked past the busy timeout), it holds that end no more, and its
+/// next look at the spool records it: the finished run is not left for the count of lost runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s14_an_end_whose_record_this_daicho_gave_up_is_recorded_by_its_next_look() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let busy = std::time::Duration::from_millis(200);
+    let (store, engine, spool, id, lock, run) = a_run_ending_under_a_lock(&dir, busy).await;
+    let given_up = run.await.expect("joined").expect_err("the record met the lock past the busy timeout");
+    assert!(given_up.is_retryable(), "{given_up}");
+    lock.execute_batch("ROLLBACK").expect("unlock");
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 1, "recorded by the next look");
+    let row = store.get(id).await.expect("get").expect("row");
+    assert_eq!((row.status, row.failures), (Status::Done, 0));
+    assert!(spool.list().0.is_empty(), "the spooled copy is removed");
+}
