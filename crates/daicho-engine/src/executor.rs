@@ -167,7 +167,7 @@ pub async fn run_command(argv: &[String], ctx: &RunContext, timeout: Duration) -
         dir: None,
         alive_within: ctx.alive_within,
         env: vec![
-            ("DAICHO_TASK_ID", ctx.task.id.to_string()),
+            (crate::runner::TASK_VAR, ctx.task.id.to_string()),
             // Always set, so a correction can never be inherited from daicho's own environment (C3).
             ("DAICHO_CORRECTION", ctx.correction.clone().unwrap_or_default()),
             ("DAICHO_IDEMPOTENCY_KEY", ctx.idempotency_key.clone()),

@@ -15,10 +15,14 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
+/// The environment variable that names the task a run's executor runs for: a daicho that finds
+/// it runs inside a run, started by an agent, and acts for no person (S13).
+pub const TASK_VAR: &str = "DAICHO_TASK_ID";
+
 /// The environment variables that describe one run of a task. A run gets them from its
 /// [`Spec`] only, never from daicho's own environment (C3: a correction cannot be inherited).
 pub const RUN_VARS: [&str; 5] =
-    ["DAICHO_TASK_ID", "DAICHO_CORRECTION", "DAICHO_IDEMPOTENCY_KEY", "DAICHO_ATTEMPT", "DAICHO_ACTION"];
+    [TASK_VAR, "DAICHO_CORRECTION", "DAICHO_IDEMPOTENCY_KEY", "DAICHO_ATTEMPT", "DAICHO_ACTION"];
 
 /// How long the output pipes are waited for once every process of the run is gone: a process
 /// that escaped an unsupervised run may hold them open.

@@ -77,7 +77,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         status: args.status,
         ..Item::default()
     };
-    let (actor, now, file) = (ctx.actor(), jiff::Timestamp::now(), "<add>".to_owned());
+    let (actor, now, file) = (ctx.actor()?, jiff::Timestamp::now(), "<add>".to_owned());
     let batch = Batch { items: vec![item].into(), actor, now, file, unknown_deps: UnknownDeps::Refuse };
     let report = ctx.store().await?.upsert(batch).await?;
     let (id, added, reason) = match (report.added.first(), report.updated.first(), report.skipped.first()) {

@@ -43,8 +43,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let (mut json, mut lines) = (Vec::new(), Vec::new());
     for id in args.ids {
         let task = match &args.reject {
-            Some(reason) => store.reject(id, reason.clone(), ctx.actor(), now).await?,
-            None => store.approve(id, ctx.actor(), now).await?,
+            Some(reason) => store.reject(id, reason.clone(), ctx.actor()?, now).await?,
+            None => store.approve(id, ctx.actor()?, now).await?,
         };
         lines.push(match (&args.reject, ctx.ja()) {
             (Some(_), false) => format!("rejected {id}: dropped, the reason kept as its correction"),

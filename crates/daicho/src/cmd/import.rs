@@ -64,7 +64,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         progress.step();
     }
     progress.start(&format!("writing {} items in one transaction", items.len()));
-    let actor = if args.ledger { ctx.actor() } else { Actor::Import(source) };
+    let actor = if args.ledger { ctx.actor()? } else { Actor::Import(source) };
     let (now, file, unknown_deps) = (jiff::Timestamp::now(), names.join(", "), UnknownDeps::Refuse);
     let report = store.upsert(Batch { items, actor, now, file, unknown_deps }).await;
     progress.finish();

@@ -57,9 +57,21 @@ pub struct Context {
 }
 
 impl Context {
-    /// The person running the command, for the journal.
-    pub fn actor(&self) -> daicho_core::Actor {
-        daicho_core::Actor::Human(self.user.clone())
+    /// The person running the command, for the journal. Refused inside a run (S13): a daicho
+    /// that finds the task variable every executor is given ([`daicho_engine::runner::TASK_VAR`])
+    /// was started by an agent, which may not tick ▶ run, correct, approve, close, edit or add
+    /// rows as a person, nor pause or resume; it reports through its output or `daicho push`.
+    pub fn actor(&self) -> anyhow::Result<daicho_core::Actor> {
+        use daicho_engine::runner::TASK_VAR;
+        if let Some(task) = std::env::var_os(TASK_VAR).filter(|task| !task.is_empty()) {
+            anyhow::bail!(
+                "this daicho runs inside the run of {} ({TASK_VAR} is set), and an agent acts for no person \
+                 (S13): only a person ticks ▶ run, writes a correction, approves, closes or edits a row; a run \
+                 reports its result and the tasks it found through its output, or with `daicho push`",
+                task.to_string_lossy()
+            );
+        }
+        Ok(daicho_core::Actor::Human(self.user.clone()))
     }
 
     /// Opens the ledger.

@@ -22,7 +22,7 @@ pub struct ResumeArgs {}
 /// Runs `daicho pause`.
 pub async fn pause(args: PauseArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let reason = if args.reason.trim().is_empty() { format!("paused by {}", ctx.user) } else { args.reason };
-    ctx.store().await?.set_paused(Some(reason.clone()), ctx.actor(), jiff::Timestamp::now()).await?;
+    ctx.store().await?.set_paused(Some(reason.clone()), ctx.actor()?, jiff::Timestamp::now()).await?;
     let text = format!("paused: {reason}. Nothing runs until `daicho resume`.");
     ctx.emit(&serde_json::json!({ "paused": true, "reason": reason }), text)?;
     Ok(ExitCode::SUCCESS)
@@ -30,7 +30,7 @@ pub async fn pause(args: PauseArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
 
 /// Runs `daicho resume`.
 pub async fn resume(_args: ResumeArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
-    ctx.store().await?.set_paused(None, ctx.actor(), jiff::Timestamp::now()).await?;
+    ctx.store().await?.set_paused(None, ctx.actor()?, jiff::Timestamp::now()).await?;
     let file = ctx.pause_file();
     let note = file.exists().then(|| format!("{} still exists; remove it to resume fully", file.display()));
     let json = serde_json::json!({ "paused": note.is_some(), "note": note });

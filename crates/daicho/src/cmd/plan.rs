@@ -58,7 +58,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         (None, None) => bail!("give --from FILE or --action NAME"),
     };
     plan::check_items(&mut items, &file)?;
-    let (project, replace, actor, now) = (args.project, args.replace, ctx.actor(), jiff::Timestamp::now());
+    let (project, replace, actor, now) = (args.project, args.replace, ctx.actor()?, jiff::Timestamp::now());
     let request = plan::PlanRequest { goal, project, items, file, replace, actor, now };
     ctx.report(&plan::save(&ctx.store().await?, request).await?)?;
     Ok(ExitCode::SUCCESS)

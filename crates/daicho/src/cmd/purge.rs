@@ -32,13 +32,15 @@ pub struct RestoreArgs {
 /// Runs `daicho purge-source`.
 pub async fn purge(args: PurgeArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let now = jiff::Timestamp::now();
-    ctx.report(&purge::purge_source(&ctx.store().await?, &args.source, args.apply, ctx.actor(), now).await?)?;
+    ctx.report(
+        &purge::purge_source(&ctx.store().await?, &args.source, args.apply, ctx.actor()?, now).await?,
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `daicho restore`.
 pub async fn restore(args: RestoreArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let now = jiff::Timestamp::now();
-    ctx.report(&purge::restore_source(&ctx.store().await?, &args.source, ctx.actor(), now).await?)?;
+    ctx.report(&purge::restore_source(&ctx.store().await?, &args.source, ctx.actor()?, now).await?)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -147,7 +147,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     if edit.title.as_ref().is_some_and(|t| t.trim().is_empty()) {
         return Err(super::usage(anyhow::anyhow!("--title: a title cannot be empty")));
     }
-    let stored = ctx.store().await?.edit(args.id, edit, ctx.actor(), jiff::Timestamp::now()).await?;
+    let stored = ctx.store().await?.edit(args.id, edit, ctx.actor()?, jiff::Timestamp::now()).await?;
     ctx.emit(&TaskJson::from(&stored), daicho_engine::table::task_detail(&stored, ctx.ja()))?;
     Ok(ExitCode::SUCCESS)
 }

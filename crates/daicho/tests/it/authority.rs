@@ -259,3 +259,64 @@ fn s13_a_push_never_registers_closed_work_but_a_ticked_checklist_line_is_done() 
     let statuses: Vec<String> = ledger.tasks().into_iter().map(|t| t.status).collect();
     assert_eq!(statuses, ["done", "pending"]);
 }
+
+/// S13: an agent that runs `daicho` from inside its run (a coding agent using the shell it was
+/// given) acts for no person: closing, ticking, correcting, approving, adding, resuming and
+/// closing its own row are each refused, naming the run, and the ledger keeps nothing of them;
+/// its run still ends as daicho records it, and `daicho push` (a producer's channel) still
+/// registers what it found.
+#[test]
+fn s13_an_agent_running_daicho_inside_its_run_acts_for_no_person() {
+    let ledger = Ledger::new();
+    ledger.run(&["add", "ship the release"]).ok(); // T-0001: a person's row
+    let tries = [
+        "set T-0001 --status done",
+        "set T-0001 --run",
+        "set T-0001 --correction my-way",
+        "set T-0001 --title shipped",
+        "approve T-0001",
+        "add sneaky",
+        "pause",
+        "set T-0002 --status done",
+    ];
+    let agent = format!(
+        "cat > /dev/null\nfor args in {}; do\n  \"$DAICHO_BIN\" $args > /dev/null 2>> \"$LOG.err\"\n  \
+         echo \"$args -> $?\" >> \"$LOG\"\ndone\n\
+         echo '[{{\"title\":\"found on the way\"}}]' | \"$DAICHO_BIN\" push --source agent > /dev/null\n\
+         echo \"push -> $?\" >> \"$LOG\"\necho surveyed\n",
+        tries.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(" ")
+    );
+    let script = ledger.script("agent.sh", &agent);
+    ledger.file(
+        "daicho.toml",
+        format!("[[action]]\nname = \"agent\"\nkind = \"command\"\ncommand = [\"{script}\"]\nauto = true\n"),
+    );
+    let items = r#"[{"title":"survey the code","action":"agent","tags":["ai"]}]"#;
+    ledger.run_with_input(&["push", "--source", "bot"], items.as_bytes()).ok(); // T-0002
+    let persons_row = |ledger: &Ledger| ledger.run(&["log", "T-0001", "--json"]).ok().stdout;
+    let before = persons_row(&ledger);
+
+    ledger.run(&["run", "T-0002"]).ok();
+
+    let mut expected: Vec<String> = tries.iter().map(|t| format!("{t} -> 1")).collect();
+    expected.push("push -> 0".to_owned());
+    assert_eq!(ledger.log_lines(), expected, "each person's act refused, the push made");
+    let errors = std::fs::read_to_string(ledger.log_path().with_extension("log.err")).expect("the refusals");
+    let refusal = "this daicho runs inside the run of T-0002 (DAICHO_TASK_ID is set), and an agent acts for no person (S13)";
+    assert_eq!(errors.matches(refusal).count(), tries.len(), "{errors}");
+    assert_eq!(persons_row(&ledger), before, "the person's row is untouched");
+    let tasks = ledger.tasks();
+    let titles: Vec<&str> = tasks.iter().map(|t| t.title.as_str()).collect();
+    assert_eq!(
+        titles,
+        ["ship the release", "survey the code", "found on the way"],
+        "nothing added as a person"
+    );
+    let run = tasks.iter().find(|t| t.id == "T-0002").expect("the agent's row");
+    assert_eq!(
+        (run.status.as_str(), run.result.as_str()),
+        ("review", "surveyed"),
+        "ended as daicho records it"
+    );
+    assert_eq!(sweep(&ledger, "run-requested")["paused"], Value::Null, "the kill switch stays off");
+}

@@ -97,6 +97,7 @@ impl Ledger {
             .env("DAICHO_USER", "tester")
             .env_remove("DAICHO_CONFIG")
             .env_remove("DAICHO_CORRECTION")
+            .env_remove("DAICHO_TASK_ID")
             .env_remove("DAICHO_TOKEN")
             .env_remove("DAICHO_BIND")
             .env("LOG", self.dir.path().join("executors.log"))
