@@ -258,6 +258,10 @@ pub async fn exec(ctx: RunContext, action: ActionConfig) -> ExecOutcome {
     }
 }
 
+/// How often a run's lease fence is read again while its worker waits to renew it
+/// ([`Engine::keep_lease`]).
+const FENCE_CHECK: Duration = Duration::from_secs(1);
+
 /// How many ready rows one sweep examines; the rest count as truncated.
 const SWEEP_SCAN: usize = 5_000;
 
@@ -1235,13 +1239,24 @@ impl<S: Store + 'static> Engine<S> {
         let mut wait = every;
         loop {
             let fence = daicho_core::policy::fence_at(expires, lease);
-            let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
-            if left.is_zero() {
-                return format!(
-                    "the lease could not be renewed before {fence}; the run was killed (self-fencing)"
-                );
+            // Slept in slices of at most a second, the fence read again after each by the
+            // engine's clock (the wall clock the lease is counted in): a suspended machine or a
+            // paused VM stops the monotonic clock tokio sleeps on, so after a resume the fence
+            // may have passed long before a whole sleep of `wait` ends (S14).
+            let slept = tokio::time::Instant::now();
+            loop {
+                let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
+                if left.is_zero() {
+                    return format!(
+                        "the lease could not be renewed before {fence}; the run was killed (self-fencing)"
+                    );
+                }
+                let rest = wait.saturating_sub(slept.elapsed());
+                if rest.is_zero() {
+                    break;
+                }
+                tokio::time::sleep(rest.min(left).min(FENCE_CHECK)).await;
             }
-            tokio::time::sleep(wait.min(left)).await;
             let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
             let until = self.now() + lease;
             match tokio::time::timeout(left, self.store.heartbeat(id, attempt, &self.worker, until)).await {

@@ -340,3 +340,57 @@ async fn a_run_that_panics_ends_the_worker_with_an_error() {
         assert_eq!(rows[0].status, Status::Running, "{slots} slot(s): nothing recorded: {rows:?}");
     }
 }
+
+/// S14: a run whose lease passed by the wall clock while the monotonic clock stood still (the
+/// machine was suspended, the VM paused) is stopped as soon as its worker wakes, not up to a
+/// third of the lease later, when its next renewal was due: the fence is read again by the
+/// engine's clock at least every second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s14_a_run_whose_lease_passed_while_the_machine_slept_is_stopped_at_once() {
+    struct Flag(Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ledger(&dir).await;
+    push(&store, vec![item("runs across a suspend", "work")]).await;
+    let clock = Arc::new(daicho_engine::clock::ManualClock::new(jiff::Timestamp::now()));
+    // The default lease: 30 minutes, renewed every 10.
+    let engine = Arc::new(
+        Engine::new(Arc::clone(&store), Config::parse(CONFIG, "t.toml").expect("config"), None)
+            .with_clock(Arc::clone(&clock) as Arc<dyn daicho_engine::clock::Clock>),
+    );
+    let started = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (signal, flag) = (Arc::clone(&started), Arc::clone(&stopped));
+    let runner = move |_ctx, _action| {
+        let (signal, flag) = (Arc::clone(&signal), Flag(Arc::clone(&flag)));
+        async move {
+            let _stopped_when_dropped = flag;
+            signal.notify_one();
+            std::future::pending::<ExecOutcome>().await
+        }
+    };
+    let worker = Arc::clone(&engine);
+    let work =
+        tokio::spawn(async move { worker.work_with(options(1), std::future::pending(), runner).await });
+    started.notified().await;
+    // The worker is waiting to renew the lease (it checked the fence as the run started) ...
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // ... when the machine sleeps past the lease: the wall clock moves on, tokio's clock does not.
+    clock.advance(jiff::SignedDuration::from_mins(31));
+    let woke = std::time::Instant::now();
+    while !stopped.load(Ordering::SeqCst) {
+        assert!(
+            woke.elapsed() < Duration::from_secs(10),
+            "the run was not stopped within seconds of the wake"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(woke.elapsed() < Duration::from_secs(5), "stopped {:?} after the wake", woke.elapsed());
+    work.abort();
+    let row = store.list(ListFilter::default()).await.expect("list").remove(0);
+    assert_ne!(row.status, Status::Done, "its end was not recorded");
+}
