@@ -45,6 +45,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     if goal.is_empty() {
         bail!("--goal must not be empty");
     }
+    // Saved as the person's plan (S13): refused inside a run before a decomposer is called.
+    let actor = ctx.actor()?;
     let defaults = ItemDefaults { source: String::new(), project: args.project.clone() };
     let (mut items, file) = match (&args.from, &args.action) {
         (Some(path), _) => {
@@ -58,7 +60,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         (None, None) => bail!("give --from FILE or --action NAME"),
     };
     plan::check_items(&mut items, &file)?;
-    let (project, replace, actor, now) = (args.project, args.replace, ctx.actor()?, jiff::Timestamp::now());
+    let (project, replace, now) = (args.project, args.replace, jiff::Timestamp::now());
     let request = plan::PlanRequest { goal, project, items, file, replace, actor, now };
     ctx.report(&plan::save(&ctx.store().await?, request).await?)?;
     Ok(ExitCode::SUCCESS)

@@ -20,6 +20,8 @@ pub struct Args {
 
 /// Runs `daicho run` (or `run-heavy` with `heavy`).
 pub async fn run(args: Args, ctx: &Context, heavy: bool) -> anyhow::Result<ExitCode> {
+    // A person's command (S13): it runs a task without its ▶ run or `ai` tag, a heavy one too.
+    ctx.actor()?;
     let engine = ctx.running_engine(ctx.load_config()?).await?;
     let ok = match engine.run_task(args.id, heavy).await? {
         RunOne::Ran(report) => {

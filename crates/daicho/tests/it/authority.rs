@@ -261,8 +261,8 @@ fn s13_a_push_never_registers_closed_work_but_a_ticked_checklist_line_is_done() 
 }
 
 /// S13: an agent that runs `daicho` from inside its run (a coding agent using the shell it was
-/// given) acts for no person: closing, ticking, correcting, approving, adding, resuming and
-/// closing its own row are each refused, naming the run, and the ledger keeps nothing of them;
+/// given) acts for no person: closing, ticking, correcting, approving, adding, pausing, running a
+/// task as a person does (`daicho run`) and closing its own row are each refused, naming the run, and the ledger keeps nothing of them;
 /// its run still ends as daicho records it, and `daicho push` (a producer's channel) still
 /// registers what it found.
 #[test]
@@ -277,6 +277,7 @@ fn s13_an_agent_running_daicho_inside_its_run_acts_for_no_person() {
         "approve T-0001",
         "add sneaky",
         "pause",
+        "run T-0001",
         "set T-0002 --status done",
     ];
     let agent = format!(

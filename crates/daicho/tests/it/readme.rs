@@ -36,6 +36,7 @@ fn x4_the_readme_tour_runs_as_written_from_an_empty_directory() {
             .env_remove("DAICHO_DB")
             .env_remove("DAICHO_CONFIG")
             .env_remove("DAICHO_LANG")
+            .env_remove("DAICHO_TASK_ID")
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
