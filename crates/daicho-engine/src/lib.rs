@@ -213,12 +213,12 @@ pub struct Performed {
     held: Option<Arc<HeldEnd>>,
 }
 
-/// An end of a run of this engine that the engine holds in memory, to record itself (S14): from
-/// before its copy is spooled until the engine's record of it is done or given up (its last
-/// copy dropped). A look at the spool leaves such an end alone; an end of this engine's name
-/// that nothing holds (its record met a store fault in a sweep; or an earlier process of the
-/// same name, a restarted container's, spooled it) is recorded like another worker's, so it is
-/// never left for the count of lost runs.
+/// A run of this engine that the engine holds in memory, to record its end itself (S14): from
+/// before it starts until the engine's record of its end is done or given up (the last copy of
+/// its `Performed` dropped). A look at the spool leaves such a run's account and end alone; an
+/// account or end of this engine's name that nothing holds (its record met a store fault in a
+/// sweep; or an earlier process of the same name, a restarted container's, left it) is read and
+/// recorded like another worker's, so it is never left for the count of lost runs.
 #[derive(Debug)]
 struct HeldEnd {
     held: Arc<std::sync::Mutex<HashSet<(TaskId, u32)>>>,
@@ -468,6 +468,11 @@ impl<S: Store + 'static> Engine<S> {
         self
     }
 
+    /// Whether this engine holds the run `attempt` of `id`, to record its end itself ([`HeldEnd`]).
+    fn holds(&self, id: TaskId, attempt: u32) -> bool {
+        self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&(id, attempt))
+    }
+
     /// Whether the lease of `spooled`'s run, still current, runs out within [`spool::SYNC_AFTER`]
     /// from now: the next count of lost runs would count it.
     async fn lease_runs_out(&self, id: TaskId, spooled: &spool::SpooledEnd) -> Result<bool, StoreError> {
@@ -508,12 +513,7 @@ impl<S: Store + 'static> Engine<S> {
             // record met a store fault in a sweep, or an earlier process of the same name
             // spooled it: [`HeldEnd`]) is recorded as another worker's, below.
             if spooled.worker == self.worker {
-                let held = self
-                    .held
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .contains(&(id, spooled.attempt));
-                if held {
+                if self.holds(id, spooled.attempt) {
                     continue;
                 }
                 if let spool::SpooledOutcome::Success { found, .. } = &spooled.end
@@ -637,7 +637,9 @@ impl<S: Store + 'static> Engine<S> {
                 spool.remove_run(id, attempt);
                 continue;
             }
-            if exit.worker == self.worker || !owner_is_gone(&exit.worker) {
+            // Left to the daicho that runs it: this engine when it holds the run, a living other.
+            let own = exit.worker == self.worker;
+            if (own && self.holds(id, attempt)) || (!own && !owner_is_gone(&exit.worker)) {
                 continue;
             }
             let row = self.store.get(id).await?;
@@ -1103,6 +1105,9 @@ impl<S: Store + 'static> Engine<S> {
             worker: self.worker.clone(),
         });
         let (id, attempt) = (ctx.task.id, ctx.task.attempt);
+        // Held from before it starts: its supervisor's account and then its spooled end are this
+        // engine's to read and record, no other look's.
+        let held = HeldEnd::new(&self.held, (id, attempt));
         let expires = ctx.task.lease.as_ref().map_or_else(Timestamp::now, |l| l.expires_at);
         tracing::info!(task = %id, attempt, action = %action.spec.name, "run starts");
         let run = runner(ctx.clone(), action.clone());
@@ -1123,8 +1128,7 @@ impl<S: Store + 'static> Engine<S> {
             action: action.spec.name.clone(),
             on_success: action.spec.on_success.status(),
             outcome,
-            // Held before its copy is spooled, so no look at the spool finds it unheld.
-            held: Some(HeldEnd::new(&self.held, (id, attempt))),
+            held: Some(held),
         };
         self.spool_end(&performed).await;
         performed

@@ -331,9 +331,10 @@ async fn s14_an_end_of_this_daichos_name_that_it_does_not_hold_is_recorded_not_c
 }
 
 /// A ledger (its writers waiting `busy` for a lock) with one task whose run touches `started`
-/// and ends a moment later, this daicho's engine over it with a spool, and that task's run by
-/// the engine (`daicho run`) under way; returns once the run has started, the ledger locked by
-/// another connection, and once the run's end is spooled, that copy aged past `SYNC_AFTER`.
+/// and ends once `go` exists, this daicho's engine over it with a spool, and that task's run by
+/// the engine (`daicho run`) under way; returns once the run has started, the ledger has been
+/// locked by another connection and the run let end, and the run's end is spooled, that copy
+/// aged past `SYNC_AFTER`.
 async fn a_run_ending_under_a_lock(
     dir: &tempfile::TempDir,
     busy: std::time::Duration,
@@ -348,8 +349,9 @@ async fn a_run_ending_under_a_lock(
     let path = dir.path().join("ledger.db");
     let options = SqliteOptions { busy_timeout: busy, ..SqliteOptions::default() };
     let store = Arc::new(SqliteStore::open(&path, options).await.expect("open"));
-    let started = dir.path().join("started");
-    let script = format!("touch '{}' && sleep 0.3", started.display());
+    let (started, go) = (dir.path().join("started"), dir.path().join("go"));
+    let script =
+        format!("touch '{}' && while [ ! -e '{}' ]; do sleep 0.01; done", started.display(), go.display());
     let config = CONFIG.replace(r#"command = ["true"]"#, &format!("command = [\"sh\", \"-c\", {script:?}]"));
     let mut item = Item::new("survey the code", "test");
     item.action = "work".into();
@@ -381,6 +383,7 @@ async fn a_run_ending_under_a_lock(
     until("the run started", &|| started.exists());
     let lock = rusqlite::Connection::open(&path).expect("open");
     lock.execute_batch("BEGIN IMMEDIATE").expect("the write lock");
+    std::fs::write(&go, "").expect("let the run end");
     until("the run's end is spooled", &|| spool.list().0.len() == 1);
     let file = std::fs::File::options()
         .write(true)
@@ -424,4 +427,32 @@ async fn s14_an_end_whose_record_this_daicho_gave_up_is_recorded_by_its_next_loo
     let row = store.get(id).await.expect("get").expect("row");
     assert_eq!((row.status, row.failures), (Status::Done, 0));
     assert!(spool.list().0.is_empty(), "the spooled copy is removed");
+}
+
+/// S4, S14: a supervisor's account of how a run ended (`.exit` and `.out`), kept under this
+/// daicho's own name by an earlier process of that name (a restarted container's `host:pid`)
+/// that died before it spooled the end, is read by this daicho, which does not hold that run:
+/// spooled, then recorded by the next look once overdue, never left for the count of lost runs.
+#[tokio::test]
+async fn s14_a_kept_run_exit_of_this_daichos_name_that_it_does_not_hold_is_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, engine, spool, worker, task) = claimed_by(&dir, daicho_engine::worker_name()).await;
+    let base = spool.run_base(task.id, task.attempt);
+    std::fs::create_dir_all(spool.dir()).expect("the spool");
+    std::fs::write(base.with_extension("out"), "surveyed\n").expect("the output kept");
+    let exit = daicho_engine::spool::RunExit { worker, status: 0, out_bytes: 9 };
+    std::fs::write(base.with_extension("exit"), serde_json::to_string(&exit).expect("json"))
+        .expect("the exit");
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 0, "spooled, young");
+    assert!(spool.has_end(task.id, task.attempt), "the account became a spooled end");
+    assert!(spool.run_exits().is_empty(), "and the account is removed");
+    let file = std::fs::File::options()
+        .write(true)
+        .open(spool.dir().join(format!("{}-{}.json", task.id, task.attempt)))
+        .expect("the spooled end");
+    file.set_modified(std::time::SystemTime::now() - daicho_engine::spool::SYNC_AFTER * 2)
+        .expect("set its time");
+    assert_eq!(engine.recover_spooled().await.expect("recover"), 1, "overdue: recorded");
+    let row = store.get(task.id).await.expect("get").expect("row");
+    assert_eq!((row.status, row.failures, row.result.as_str()), (Status::Done, 0, "surveyed"));
 }

@@ -1189,10 +1189,11 @@ mod tests {
         let pool = deadpool_postgres::Pool::builder(manager).max_size(2).build().expect("a pool");
         let stalled = Tx::pending(pool.get().await.expect("a connection"));
         stalled.first_sharing_write_lock(async { Ok(()) }).await.expect("the write lock, shared");
+        // Idle in its transaction from here on.
+        let started = Instant::now();
         // A writer takes the lock exclusively, as an upsert or an edit does, while the first
         // transaction's client says nothing more.
         let writer = Tx::pending(pool.get().await.expect("a connection"));
-        let started = Instant::now();
         let took =
             tokio::time::timeout(Duration::from_secs(30), writer.first(super::write_lock(&writer))).await;
         let waited = started.elapsed();
