@@ -60,7 +60,8 @@ impl Context {
     /// The person running the command, for the journal. Refused inside a run (S13): a daicho
     /// that finds the task variable every executor is given ([`daicho_engine::runner::TASK_VAR`])
     /// was started by an agent, which may not tick ▶ run, correct, approve, close, edit or add
-    /// rows as a person, nor pause or resume; it reports through its output or `daicho push`.
+    /// rows as a person, run a task as a person does (`run`, `run-heavy`), nor pause or resume;
+    /// it reports through its output or `daicho push`.
     pub fn actor(&self) -> anyhow::Result<daicho_core::Actor> {
         use daicho_engine::runner::TASK_VAR;
         if let Some(task) = std::env::var_os(TASK_VAR).filter(|task| !task.is_empty()) {
