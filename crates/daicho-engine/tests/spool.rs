@@ -103,6 +103,16 @@ async fn record(store: &SqliteStore, task: &daicho_core::Task, worker: &str) {
     store.finish(finish).await.expect("recorded by its worker");
 }
 
+/// Makes the spooled end of `task`'s `attempt` look as if it had waited past `SYNC_AFTER`.
+fn aged_past_sync_after(spool: &Spool, task: daicho_core::TaskId, attempt: u32) {
+    let file = std::fs::File::options()
+        .write(true)
+        .open(spool.dir().join(format!("{task}-{attempt}.json")))
+        .expect("the spooled end");
+    file.set_modified(std::time::SystemTime::now() - daicho_engine::spool::SYNC_AFTER * 2)
+        .expect("set its time");
+}
+
 async fn titles(store: &SqliteStore) -> Vec<String> {
     let mut titles: Vec<String> =
         store.list(ListFilter::default()).await.expect("list").into_iter().map(|t| t.title).collect();
@@ -274,12 +284,7 @@ async fn s14_a_young_end_whose_lease_ran_out_is_recorded_not_counted_lost() {
 async fn s14_an_end_a_living_worker_could_not_record_is_recorded_by_the_next_look() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_living, store, engine, spool, task) = young_end_of_a_living_worker(&dir).await;
-    let file = std::fs::File::options()
-        .write(true)
-        .open(spool.dir().join(format!("{}-{}.json", task.id, task.attempt)))
-        .expect("the spooled end");
-    let waited = std::time::SystemTime::now() - daicho_engine::spool::SYNC_AFTER * 2;
-    file.set_modified(waited).expect("set its time");
+    aged_past_sync_after(&spool, task.id, task.attempt);
     assert_eq!(engine.recover_spooled().await.expect("recover"), 1, "overdue: recorded");
     let row = store.get(task.id).await.expect("get").expect("row");
     assert_eq!((row.status, row.result.as_str()), (Status::Done, "surveyed"));
@@ -301,12 +306,7 @@ async fn s14_an_end_of_this_daichos_name_that_it_does_not_hold_is_recorded_not_c
         assert_eq!(engine.recover_spooled().await.expect("recover"), 0, "young: its record may be under way");
         let recovered = match overdue {
             true => {
-                let file = std::fs::File::options()
-                    .write(true)
-                    .open(spool.dir().join(format!("{}-{}.json", task.id, task.attempt)))
-                    .expect("the spooled end");
-                file.set_modified(std::time::SystemTime::now() - daicho_engine::spool::SYNC_AFTER * 2)
-                    .expect("set its time");
+                aged_past_sync_after(&spool, task.id, task.attempt);
                 engine.recover_spooled().await.expect("recover")
             }
             false => {
@@ -385,12 +385,7 @@ async fn a_run_ending_under_a_lock(
     lock.execute_batch("BEGIN IMMEDIATE").expect("the write lock");
     std::fs::write(&go, "").expect("let the run end");
     until("the run's end is spooled", &|| spool.list().0.len() == 1);
-    let file = std::fs::File::options()
-        .write(true)
-        .open(spool.dir().join(format!("{id}-1.json")))
-        .expect("the spooled end");
-    file.set_modified(std::time::SystemTime::now() - daicho_engine::spool::SYNC_AFTER * 2)
-        .expect("set its time");
+    aged_past_sync_after(&spool, id, 1);
     (store, engine, spool, id, lock, run)
 }
 
@@ -446,12 +441,7 @@ async fn s14_a_kept_run_exit_of_this_daichos_name_that_it_does_not_hold_is_recor
     assert_eq!(engine.recover_spooled().await.expect("recover"), 0, "spooled, young");
     assert!(spool.has_end(task.id, task.attempt), "the account became a spooled end");
     assert!(spool.run_exits().is_empty(), "and the account is removed");
-    let file = std::fs::File::options()
-        .write(true)
-        .open(spool.dir().join(format!("{}-{}.json", task.id, task.attempt)))
-        .expect("the spooled end");
-    file.set_modified(std::time::SystemTime::now() - daicho_engine::spool::SYNC_AFTER * 2)
-        .expect("set its time");
+    aged_past_sync_after(&spool, task.id, task.attempt);
     assert_eq!(engine.recover_spooled().await.expect("recover"), 1, "overdue: recorded");
     let row = store.get(task.id).await.expect("get").expect("row");
     assert_eq!((row.status, row.failures, row.result.as_str()), (Status::Done, 0, "surveyed"));
