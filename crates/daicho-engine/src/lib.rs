@@ -221,20 +221,30 @@ pub struct Performed {
 /// recorded like another worker's, so it is never left for the count of lost runs.
 #[derive(Debug)]
 struct HeldEnd {
-    held: Arc<std::sync::Mutex<HashSet<(TaskId, u32)>>>,
+    held: Arc<HeldRuns>,
     run: (TaskId, u32),
 }
 
 impl HeldEnd {
-    fn new(held: &Arc<std::sync::Mutex<HashSet<(TaskId, u32)>>>, run: (TaskId, u32)) -> Arc<HeldEnd> {
-        held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run);
+    fn new(held: &Arc<HeldRuns>, run: (TaskId, u32)) -> Arc<HeldEnd> {
+        held.runs().insert(run);
         Arc::new(HeldEnd { held: Arc::clone(held), run })
     }
 }
 
 impl Drop for HeldEnd {
     fn drop(&mut self) {
-        self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&self.run);
+        self.held.runs().remove(&self.run);
+    }
+}
+
+/// The runs (task, attempt) an engine holds, each while a [`HeldEnd`] of it lives.
+#[derive(Debug, Default)]
+struct HeldRuns(std::sync::Mutex<HashSet<(TaskId, u32)>>);
+
+impl HeldRuns {
+    fn runs(&self) -> std::sync::MutexGuard<'_, HashSet<(TaskId, u32)>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -282,7 +292,7 @@ pub struct Engine<S> {
     /// When remote claims last did their upkeep (microseconds of the engine's clock).
     upkept: std::sync::atomic::AtomicI64,
     /// The runs whose ends this engine holds to record itself ([`HeldEnd`]).
-    held: Arc<std::sync::Mutex<HashSet<(TaskId, u32)>>>,
+    held: Arc<HeldRuns>,
 }
 
 /// Listens for SIGINT and SIGTERM and moves the returned stop control along (S14): the first
@@ -470,7 +480,7 @@ impl<S: Store + 'static> Engine<S> {
 
     /// Whether this engine holds the run `attempt` of `id`, to record its end itself ([`HeldEnd`]).
     fn holds(&self, id: TaskId, attempt: u32) -> bool {
-        self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&(id, attempt))
+        self.held.runs().contains(&(id, attempt))
     }
 
     /// Whether the lease of `spooled`'s run, still current, runs out within [`spool::SYNC_AFTER`]
@@ -512,7 +522,8 @@ impl<S: Store + 'static> Engine<S> {
             // whose push met a store fault are pushed now. Any other end of its name (its
             // record met a store fault in a sweep, or an earlier process of the same name
             // spooled it: [`HeldEnd`]) is recorded as another worker's, below.
-            if spooled.worker == self.worker {
+            let own = spooled.worker == self.worker;
+            if own {
                 if self.holds(id, spooled.attempt) {
                     continue;
                 }
@@ -533,7 +544,7 @@ impl<S: Store + 'static> Engine<S> {
             // counts a finished run lost (S4, S14). Its worker's own record then finds it
             // recorded.
             // This engine's own name is a living worker's, whatever its process is called.
-            let living = spooled.worker == self.worker || !owner_is_gone(&spooled.worker);
+            let living = own || !owner_is_gone(&spooled.worker);
             if living && !spool.overdue(id, spooled.attempt) && !self.lease_runs_out(id, &spooled).await? {
                 continue;
             }
