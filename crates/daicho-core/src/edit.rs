@@ -62,11 +62,11 @@ impl TaskEdit {
     pub fn apply(&self, task: &Task, now: Timestamp) -> Task {
         let mut next = task.clone();
         if let Some(v) = self.status {
+            // A person moving a row out of `running` stops its run, but the lease stays, as a
+            // fence: the run's executor may live until its worker sees the move, so no claim
+            // takes the row until that worker has killed it and cleared the lease, or the lease
+            // has run out (S14, [`crate::policy::previous_run`]).
             next.status = v;
-            if v != Status::Running {
-                // A person moving a row out of `running` ends its lease.
-                next.lease = None;
-            }
         }
         if let Some(v) = &self.correction {
             next.correction = v.clone();

@@ -162,6 +162,10 @@ pub struct Gate<'a> {
     pub runs_today: RunCounts,
     /// The overall daily cap, if any.
     pub daily_cap: Option<u32>,
+    /// The time of the decision, when the decider knows it: a row whose previous run may still
+    /// be alive is then held ([`Hold::Stopping`]); without it only the claim's statement, which
+    /// always checks that, finds out.
+    pub now: Option<Timestamp>,
 }
 
 /// Why a ready task will not run now (S7).
@@ -189,6 +193,15 @@ pub enum Hold {
     ActionCap(String, u32),
     /// The overall daily cap is reached (S9).
     DailyCap(u32),
+    /// A person moved the row out of `running` while it ran: its worker is stopping that run,
+    /// and the row runs again once the run has stopped, at the latest when its lease runs out
+    /// (S14, [`previous_run`]).
+    Stopping {
+        /// The worker whose run is being stopped.
+        owner: String,
+        /// When its lease runs out.
+        until: Timestamp,
+    },
 }
 
 impl Hold {
@@ -206,6 +219,7 @@ impl Hold {
             Hold::Stalled(_) => "stalled",
             Hold::ActionCap(..) => "action_cap",
             Hold::DailyCap(_) => "daily_cap",
+            Hold::Stopping { .. } => "stopping",
         }
     }
 }
@@ -231,6 +245,9 @@ impl Hold {
             Hold::Stalled(stall) => format!("停滞: {}", stall.text(lang)),
             Hold::ActionCap(action, cap) => format!("AI機能 '{action}' の1日の上限 {cap} 回に達しました"),
             Hold::DailyCap(cap) => format!("1日の上限 {cap} 回に達しました"),
+            Hold::Stopping { owner, until } => {
+                format!("前回の実行を {owner} が停止中: 停止を確認したら再実行します (遅くとも {until})")
+            }
         }
     }
 }
@@ -254,6 +271,11 @@ impl fmt::Display for Hold {
                 write!(f, "daily cap of {cap} runs reached for action '{action}'")
             }
             Hold::DailyCap(cap) => write!(f, "daily cap of {cap} runs reached"),
+            Hold::Stopping { owner, until } => write!(
+                f,
+                "its previous run is being stopped by {owner}: it runs again once that run has stopped \
+                 (at the latest {until})"
+            ),
         }
     }
 }
@@ -288,6 +310,9 @@ pub fn decide<'a>(task: &Task, mode: Mode, gate: &Gate<'a>) -> Result<&'a Action
     }
     if task.status != Status::Pending {
         return Err(Hold::NotReady(task.status));
+    }
+    if let Some(lease) = gate.now.and_then(|now| previous_run(task, now)) {
+        return Err(Hold::Stopping { owner: lease.owner.clone(), until: lease.expires_at });
     }
     let action = match route(task, gate.actions) {
         Ok(Some(action)) => action,
@@ -390,6 +415,15 @@ impl FailurePolicy {
 /// Whether a `running` row's run is lost (S4): its lease has expired, or it has none.
 pub fn run_is_lost(task: &Task, now: Timestamp) -> bool {
     task.status == Status::Running && task.lease.as_ref().is_none_or(|lease| lease.expires_at <= now)
+}
+
+/// The lease of a run that may still be alive on a row that is no longer `running` (S14): a
+/// person moved the row while it ran, and its worker has not yet stopped the run and cleared the
+/// lease ([`crate::task::Lease`]). No claim takes the row until then, or until the lease runs out
+/// (by then the worker has killed the run itself, [`fence_at`]). Every claim statement of both
+/// backends checks the same (`daicho_store::codec::claimable_where`).
+pub fn previous_run(task: &Task, now: Timestamp) -> Option<&crate::task::Lease> {
+    task.lease.as_ref().filter(|lease| task.status != Status::Running && lease.expires_at > now)
 }
 
 /// When a worker that could not renew a lease expiring at `expires_at` must kill its run
@@ -564,6 +598,38 @@ mod tests {
         assert_eq!(policy.after_failure(1), (2, Status::Pending));
         assert_eq!(policy.after_failure(2), (3, Status::NeedsHuman));
         assert_eq!(FailurePolicy { max_failures: 5 }.after_failure(3), (4, Status::Pending));
+    }
+
+    /// S14: a person's move out of `running` keeps the run's lease on the row, and a decision
+    /// that knows the time holds the row while that run may live, naming its worker, until the
+    /// lease runs out; the running row itself is no fence.
+    #[test]
+    fn s14_a_row_whose_stopped_run_may_still_live_is_held_until_its_lease_runs_out() {
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let until = now + jiff::SignedDuration::from_mins(30);
+        let mut running = task(1, "", "ai");
+        running.action = "act".into();
+        running.status = Status::Running;
+        running.lease = Some(Lease { owner: "w1".into(), expires_at: until });
+        assert_eq!(previous_run(&running, now), None, "a running row's lease is no fence");
+        let edit = crate::edit::TaskEdit { status: Some(Status::Pending), ..Default::default() };
+        let moved = edit.apply(&running, now);
+        assert_eq!(moved.lease, running.lease, "the move keeps the lease");
+        assert_eq!(previous_run(&moved, now).map(|l| l.owner.as_str()), Some("w1"));
+        let actions = [action("act", &[])];
+        let held = Hold::Stopping { owner: "w1".into(), until };
+        let at = |now| Gate { now: Some(now), ..gate(&actions) };
+        assert_eq!(decide(&moved, Mode::Auto, &at(now)).map(|a| a.name.clone()), Err(held.clone()));
+        assert_eq!(decide(&moved, Mode::Manual, &at(now)).map(|a| a.name.clone()), Err(held.clone()));
+        assert!(held.to_string().contains("w1") && held.text(Lang::Ja).contains("w1"), "{held}");
+        assert_eq!(held.kind(), "stopping");
+        assert_eq!(decide(&moved, Mode::Auto, &at(until)).map(|a| a.name.clone()), Ok("act".into()));
+        assert_eq!(previous_run(&moved, until), None, "a lease run out fences nothing");
+        assert_eq!(
+            decide(&moved, Mode::Auto, &gate(&actions)).map(|a| a.name.clone()),
+            Ok("act".into()),
+            "without the time, the claim's statement decides"
+        );
     }
 
     #[test]

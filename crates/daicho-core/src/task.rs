@@ -234,7 +234,9 @@ impl<'a> FromIterator<&'a str> for Tags {
     }
 }
 
-/// The lease of a running task: who holds it and until when.
+/// The lease of a running task: who holds it and until when. On a row a person moved out of
+/// `running` it stays as a fence until its worker has stopped the run and cleared it, or until it
+/// runs out: no claim takes the row meanwhile (S14, [`crate::policy::previous_run`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
     /// The worker that claimed the task.
@@ -293,7 +295,8 @@ pub struct Task {
     pub refresh: bool,
     /// Hidden: how many times the task was claimed.
     pub attempt: u32,
-    /// Hidden: owner and expiry while running.
+    /// Hidden: owner and expiry while running (and, as a fence, after a person moved the row
+    /// out of `running` until the run has stopped).
     pub lease: Option<Lease>,
     /// Hidden: the person who approved the next run of this external task (S2, S13), as the
     /// journal names them; empty when none did. Only `approve` sets it; the claim clears it.

@@ -107,6 +107,9 @@ pub enum RunResult {
     /// The operator stopped it (S14): the executor was killed and the claim returned, no
     /// failure counted.
     Interrupted,
+    /// A person moved the row out of `running` while it ran (S14): the executor was killed and
+    /// the row keeps the person's change; no failure counted.
+    Stopped,
 }
 
 /// How far an operator's stop has gone (S14). The first SIGINT or SIGTERM drains: nothing new
@@ -253,10 +256,15 @@ impl HeldRuns {
 enum Ended {
     /// The executor ended: its outcome.
     Ran(ExecOutcome),
-    /// The lease was lost (or fenced) while running: nothing to record.
+    /// The lease could not be renewed before the fence: nothing to record.
     LeaseLost,
     /// The operator stopped it; the claim is returned without a failure.
     Interrupted(String),
+    /// The claim was no longer current (a person moved the row out of `running`, S14), so the
+    /// executor was killed. Its end is recorded, as interrupted, to clear the lease the person's
+    /// move kept as a fence ([`daicho_store::ends::plan_finish`]); a claim gone otherwise
+    /// refuses it as stale.
+    Stopped(String),
 }
 
 /// Runs `action`'s executor for a claimed task: a child process or an LLM API request.
@@ -271,6 +279,9 @@ pub async fn exec(ctx: RunContext, action: ActionConfig) -> ExecOutcome {
 /// How often a run's lease fence is read again while its worker waits to renew it
 /// ([`Engine::keep_lease`]).
 const FENCE_CHECK: Duration = Duration::from_secs(1);
+
+/// How often a run's row is read to see whether a person moved it out of `running` (S14).
+const STOP_CHECK: Duration = Duration::from_secs(2);
 
 /// How many ready rows one sweep examines; the rest count as truncated.
 const SWEEP_SCAN: usize = 5_000;
@@ -354,7 +365,9 @@ pub fn host_name() -> String {
 fn spooled_end(performed: &Performed, worker: &str) -> Option<spool::SpooledEnd> {
     let end = match &performed.outcome {
         Ended::LeaseLost => return None,
-        Ended::Interrupted(reason) => spool::SpooledOutcome::Interrupted { reason: reason.clone() },
+        Ended::Interrupted(reason) | Ended::Stopped(reason) => {
+            spool::SpooledOutcome::Interrupted { reason: reason.clone() }
+        }
         Ended::Ran(ExecOutcome::Success { result, tokens, tasks, push_error }) => {
             spool::SpooledOutcome::Success {
                 result: result.clone(),
@@ -836,6 +849,7 @@ impl<S: Store + 'static> Engine<S> {
             paused: paused.as_deref(),
             runs_today: self.gate_counts(now).await?,
             daily_cap: self.config.policy.daily_cap,
+            now: Some(now),
         };
         Ok(tasks
             .iter()
@@ -889,6 +903,7 @@ impl<S: Store + 'static> Engine<S> {
             paused: None,
             runs_today: self.gate_counts(now).await?,
             daily_cap: self.config.policy.daily_cap,
+            now: Some(now),
         };
         let mut to_queue = Vec::new();
         // Each task is considered once per sweep; after a pass that ran something, the ready set
@@ -1023,6 +1038,7 @@ impl<S: Store + 'static> Engine<S> {
             paused: None,
             runs_today: self.gate_counts(now).await?,
             daily_cap: self.config.policy.daily_cap,
+            now: Some(now),
         };
         let mode = if heavy { Mode::Heavy } else { Mode::Manual };
         let request = match self.claim_request(&task, mode, &gate, &self.worker, self.now()) {
@@ -1125,10 +1141,7 @@ impl<S: Store + 'static> Engine<S> {
         // Dropping the run kills its executor (every process of it).
         let outcome = tokio::select! {
             outcome = run => Ended::Ran(outcome),
-            lost = self.keep_lease(id, attempt, expires) => {
-                tracing::warn!(task = %id, "run stopped: {lost}");
-                Ended::LeaseLost
-            }
+            ended = self.keep_lease(id, attempt, expires) => ended,
             () = stopped(self.stop.clone(), Stop::Now) => {
                 tracing::warn!(task = %id, attempt, "run killed: the operator stopped daicho");
                 Ended::Interrupted("stopped by the operator: the executor was killed, the claim returned".to_owned())
@@ -1242,16 +1255,22 @@ impl<S: Store + 'static> Engine<S> {
         Ok(out)
     }
 
-    /// Extends the lease (expiring at `expires`) every third of its length; returns only when
-    /// the lease is lost, or could not be renewed before [`daicho_core::policy::fence_at`]: then
-    /// the caller drops the run, killing its executor while the lease still holds, so no other
-    /// worker's claim of the task overlaps it (S14, self-fencing). A store error is retried
-    /// until then.
-    async fn keep_lease(&self, id: TaskId, attempt: u32, mut expires: Timestamp) -> String {
+    /// Extends the lease (expiring at `expires`) every third of its length, and reads the row
+    /// every [`STOP_CHECK`]; returns only when the claim is no longer current
+    /// ([`Ended::Stopped`]: a person moved the row out of `running`), or the lease could not be
+    /// renewed before [`daicho_core::policy::fence_at`] ([`Ended::LeaseLost`]). Then the caller
+    /// drops the run, killing its executor while the lease still holds, so no other worker's claim
+    /// of the task overlaps it (S14, self-fencing). A store error is retried until then.
+    async fn keep_lease(&self, id: TaskId, attempt: u32, mut expires: Timestamp) -> Ended {
         let lease = self.config.policy.lease;
         let every =
             Duration::try_from(lease / 3).unwrap_or(Duration::from_secs(60)).max(Duration::from_millis(100));
+        let stopped = |why: &str| {
+            tracing::warn!(task = %id, attempt, "run stopped: {why}");
+            Ended::Stopped(format!("{why}; the executor was killed"))
+        };
         let mut wait = every;
+        let mut checked = tokio::time::Instant::now();
         loop {
             let fence = daicho_core::policy::fence_at(expires, lease);
             // Slept in slices of at most a second, the fence read again after each by the
@@ -1262,9 +1281,22 @@ impl<S: Store + 'static> Engine<S> {
             loop {
                 let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
                 if left.is_zero() {
-                    return format!(
-                        "the lease could not be renewed before {fence}; the run was killed (self-fencing)"
-                    );
+                    tracing::warn!(task = %id, attempt, "run stopped: the lease could not be renewed before {fence}");
+                    return Ended::LeaseLost;
+                }
+                if checked.elapsed() >= STOP_CHECK {
+                    // A person's move out of `running` is seen within seconds, not at the next
+                    // renewal (a third of the lease): the row runs again once this run is gone.
+                    checked = tokio::time::Instant::now();
+                    let read = tokio::time::timeout(left.min(STOP_CHECK), self.store.get(id)).await;
+                    // Unanswered or failed: the heartbeat finds out in its turn.
+                    if let Ok(Ok(Some(row))) = read
+                        && (row.status != Status::Running
+                            || row.attempt != attempt
+                            || row.lease.is_none_or(|l| l.owner != self.worker))
+                    {
+                        return stopped("the claim is no longer current (a person moved the task)");
+                    }
                 }
                 let rest = wait.saturating_sub(slept.elapsed());
                 if rest.is_zero() {
@@ -1279,7 +1311,7 @@ impl<S: Store + 'static> Engine<S> {
                     expires = until;
                     wait = every;
                 }
-                Ok(Err(StoreError::LeaseLost { .. })) => return "the claim is no longer current".to_owned(),
+                Ok(Err(StoreError::LeaseLost { .. })) => return stopped("the claim is no longer current"),
                 Ok(Err(e)) => {
                     // A transient store error: try again soon, while the lease still holds.
                     tracing::warn!(task = %id, "heartbeat failed: {e}");
@@ -1330,12 +1362,13 @@ impl Ends {
                 pushed: None,
                 push_error: None,
             };
+            let stopped = matches!(outcome, Ended::Stopped(_));
             let (end, found, push_error) = match outcome {
                 Ended::LeaseLost => {
                     reports.push((report, false));
                     continue;
                 }
-                Ended::Interrupted(reason) => {
+                Ended::Interrupted(reason) | Ended::Stopped(reason) => {
                     report.error = Some(reason.clone());
                     (RunEnd::Interrupted { reason }, Vec::new(), None)
                 }
@@ -1358,6 +1391,7 @@ impl Ends {
                 RunEnd::Success { .. } => RunResult::Success,
                 RunEnd::Failure { timeout: true, .. } => RunResult::Timeout,
                 RunEnd::Failure { .. } => RunResult::Failure,
+                RunEnd::Interrupted { .. } if stopped => RunResult::Stopped,
                 RunEnd::Interrupted { .. } => RunResult::Interrupted,
             };
             finishes.push(Finish {

@@ -111,6 +111,7 @@ impl<S: Store + 'static> Engine<S> {
             paused: None,
             runs_today: self.gate_counts(now).await?,
             daily_cap: self.config.policy.daily_cap,
+            now: Some(now),
         };
         // Only the rows this worker may run are read (I5): any number of rows it may not run
         // (manual, heavy, awaiting approval, another action's) cannot hide the one it may.
@@ -236,6 +237,7 @@ impl<S: Store + 'static> Engine<S> {
                 (self.finish_remote(id, attempt, worker, end).await?, action)
             }
             Err(StoreError::LeaseLost { .. }) => {
+                self.release_stopped(id, attempt, worker).await?;
                 let same = |row: &Task, _: &RunRecord| row.result == result;
                 self.recorded_run(id, attempt, worker, RunOutcome::Success, same).await?
             }
@@ -274,16 +276,43 @@ impl<S: Store + 'static> Engine<S> {
         worker: &str,
         error: String,
     ) -> Result<Task, StoreError> {
-        match self
-            .finish_remote(id, attempt, worker, RunEnd::Failure { error: error.clone(), timeout: false })
-            .await
-        {
+        let current = match self.run_action(id, attempt).await {
+            Ok(_) => {
+                let end = RunEnd::Failure { error: error.clone(), timeout: false };
+                self.finish_remote(id, attempt, worker, end).await
+            }
+            Err(StoreError::LeaseLost { .. }) => {
+                self.release_stopped(id, attempt, worker).await?;
+                Err(StoreError::LeaseLost { id, attempt })
+            }
+            Err(e) => Err(e),
+        };
+        match current {
             // The same report again (its answer was lost): answered as the first was.
             Err(StoreError::LeaseLost { .. }) => {
                 let same = |_: &Task, run: &RunRecord| run.error == error;
                 Ok(self.recorded_run(id, attempt, worker, RunOutcome::Failure, same).await?.0)
             }
             other => other,
+        }
+    }
+
+    /// The end of a remote run whose record is no longer open, reported by its worker: when a
+    /// person moved the row out of `running` during the run, the row kept the run's lease as a
+    /// fence, and this end clears it (S14), so the task may run again at once instead of when
+    /// the lease runs out. The report itself is still answered as no longer current: nothing
+    /// of the run is recorded on the row. Any other stale end writes nothing here.
+    async fn release_stopped(&self, id: TaskId, attempt: u32, worker: &str) -> Result<(), StoreError> {
+        // The run's record is closed, so the row is not `running` under this attempt: the end
+        // can only clear the fence of a run a person stopped (`plan_finish`), or be refused.
+        let end = RunEnd::Interrupted { reason: "its remote worker reported its end".to_owned() };
+        match self.finish_remote(id, attempt, worker, end).await {
+            Ok(task) => {
+                tracing::info!(task = %id, attempt, %worker, status = %task.status, "a stopped run's fence cleared");
+                Ok(())
+            }
+            Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 

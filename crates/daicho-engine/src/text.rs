@@ -96,6 +96,12 @@ impl RunReport {
             (RunResult::Interrupted, Lang::En) => format!(
                 "ran {id} with {action} (attempt {attempt}): interrupted by the operator, now {status} (no failure counted)"
             ),
+            (RunResult::Stopped, Lang::En) => format!(
+                "ran {id} with {action} (attempt {attempt}): stopped, a person moved it to {status} (no failure counted)"
+            ),
+            (RunResult::Stopped, Lang::Ja) => format!(
+                "{id} を {action} で実行 (試行 {attempt}): 人が{status}に移したため停止 (失敗に数えません)"
+            ),
             (RunResult::Interrupted, Lang::Ja) => {
                 format!(
                     "{id} を {action} で実行 (試行 {attempt}): 操作者が中断、状態は{status} (失敗に数えません)"
@@ -321,13 +327,15 @@ impl WorkTotals {
     /// What a worker did, when it stops.
     pub fn text(&self, lang: Lang) -> String {
         let (ran, failed, interrupted, lost) = (self.ran, self.failed, self.interrupted, self.lost_counted);
+        let stopped = self.stopped;
         match lang {
             Lang::En => format!(
-                "worker done: {ran} runs, {failed} failed, {interrupted} interrupted, {lost} lost runs counted"
+                "worker done: {ran} runs, {failed} failed, {interrupted} interrupted, {stopped} stopped by a \
+                 person, {lost} lost runs counted"
             ),
-            Lang::Ja => {
-                format!("ワーカー終了: 実行 {ran}、失敗 {failed}、中断 {interrupted}、失われた実行 {lost}")
-            }
+            Lang::Ja => format!(
+                "ワーカー終了: 実行 {ran}、失敗 {failed}、中断 {interrupted}、人による停止 {stopped}、失われた実行 {lost}"
+            ),
         }
     }
 }

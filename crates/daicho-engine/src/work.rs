@@ -41,6 +41,8 @@ pub struct WorkTotals {
     pub lease_lost: usize,
     /// Runs the operator's stop killed; their claims were returned without a failure (S14).
     pub interrupted: usize,
+    /// Runs stopped because a person moved their rows out of `running` (S14).
+    pub stopped: usize,
     /// Run ends an earlier process left in this machine's spool, recorded at the start (S14).
     pub recovered: usize,
     /// Lost runs of others (or of a killed predecessor) counted by this worker (S4).
@@ -64,6 +66,7 @@ impl WorkTotals {
             RunResult::Failure | RunResult::Timeout => self.failed += 1,
             RunResult::LeaseLost => self.lease_lost += 1,
             RunResult::Interrupted => self.interrupted += 1,
+            RunResult::Stopped => self.stopped += 1,
         }
     }
 }
@@ -531,6 +534,7 @@ impl<S: Store + 'static> Engine<S> {
             paused: None,
             runs_today: runs_today.clone(),
             daily_cap: self.config.policy.daily_cap,
+            now: Some(now),
         };
         let scope = ClaimScope::worker(&gate, None, None);
         if scope.is_empty() {
@@ -555,6 +559,7 @@ impl<S: Store + 'static> Engine<S> {
             paused: None,
             runs_today: plan.runs_today.clone(),
             daily_cap: self.config.policy.daily_cap,
+            now: Some(plan.now),
         };
         let mut tasks: Vec<&Task> = tasks.iter().filter(|t| !plan.failed.contains(&t.id)).collect();
         tasks.sort_by_key(|t| !t.run);

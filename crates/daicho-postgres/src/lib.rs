@@ -1114,6 +1114,9 @@ async fn edit_in(tx: &Tx, id: TaskId, edit: &TaskEdit, actor: &Actor, now: Times
         &writes::change_writes(now, &before, &after, &actor.to_string(), JournalKind::Edit, None)?,
     )
     .await?;
+    if let Some((attempt, error)) = daicho_store::ends::run_stopped_by_edit(&before, &after, actor) {
+        runs::close_stopped_run(tx, id, attempt, now, &error).await?;
+    }
     rows::get_task(tx, id).await?.ok_or(StoreError::NotFound(id))
 }
 

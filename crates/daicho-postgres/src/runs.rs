@@ -792,6 +792,26 @@ fn run_end_sql(first: usize, only_if: &str) -> String {
     )
 }
 
+/// Closes the record of `id`'s run `attempt` as interrupted with `error`, at `now` (a person's
+/// edit stopped it, [`daicho_store::ends::run_stopped_by_edit`]), through the one statement that
+/// ends run records ([`run_end_sql`]), so the run counts follow.
+pub(crate) async fn close_stopped_run(
+    tx: &Tx,
+    id: TaskId,
+    attempt: u32,
+    now: Timestamp,
+    error: &str,
+) -> Result<()> {
+    let stmt = tx.prepare_cached(&END_RUNS).await.map_err(backend)?;
+    let (num, attempt, at) = (id.num() as i64, attempt as i32, micros(now));
+    let outcome = RunOutcome::Interrupted;
+    let (tokens, counted): (Option<i64>, (bool, bool)) = (None, (false, outcome.is_failure()));
+    let params: [&(dyn ToSql + Sync); 9] =
+        [&num, &attempt, &at, &outcome.as_str(), &error, &tokens, &tokens, &counted.0, &counted.1];
+    tx.execute(&stmt, &params).await.map_err(backend)?;
+    Ok(())
+}
+
 /// The run record of an end after the first ([`run_end_sql`]).
 static END_RUNS: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| format!("WITH {} SELECT 1", run_end_sql(1, "true")));

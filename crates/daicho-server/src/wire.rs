@@ -286,7 +286,8 @@ pub struct RunJson {
     pub action: String,
     /// The attempt.
     pub attempt: u32,
-    /// `success`, `failure`, `timeout` or `lease_lost`.
+    /// `success`, `failure`, `timeout`, `lease_lost`, `interrupted` (the operator's stop) or
+    /// `stopped` (a person moved the row out of `running`).
     pub result: &'static str,
     /// The row's status afterwards.
     pub status: Option<&'static str>,
@@ -312,6 +313,7 @@ impl From<&daicho_engine::RunReport> for RunJson {
                 RunResult::Timeout => "timeout",
                 RunResult::LeaseLost => "lease_lost",
                 RunResult::Interrupted => "interrupted",
+                RunResult::Stopped => "stopped",
             },
             status: r.status.map(|s| s.as_str()),
             error: r.error.clone(),

@@ -31,7 +31,7 @@ use daicho_store::codec::{self, READY_ORDER};
 use daicho_store::writes;
 use daicho_store::{
     ActionStats, Batch, ClaimOutcome, ClaimRequest, Decided, Decision, Finish, JournalEntry, JournalKind,
-    ListFilter, NextClaim, Pick, PurgeReport, Queued, ReadySet, RestoreReport, Result, RunRecord,
+    ListFilter, NextClaim, Pick, PurgeReport, Queued, ReadySet, RestoreReport, Result, RunOutcome, RunRecord,
     StatusCount, Store, StoreError, UnknownDeps, UpsertReport,
 };
 use jiff::Timestamp;
@@ -988,6 +988,9 @@ fn edit_in(tx: &Transaction<'_>, id: TaskId, edit: &TaskEdit, actor: &Actor, now
         tx,
         &writes::change_writes(now, &before, &after, &actor.to_string(), JournalKind::Edit, None)?,
     )?;
+    if let Some((attempt, error)) = daicho_store::ends::run_stopped_by_edit(&before, &after, actor) {
+        runs::close_run(tx, &after, attempt, now, RunOutcome::Interrupted, &error, (None, None))?;
+    }
     get_task(tx, id)?.ok_or(StoreError::NotFound(id))
 }
 

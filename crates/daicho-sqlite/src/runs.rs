@@ -150,7 +150,9 @@ pub(crate) fn heartbeat_in(
     Ok(())
 }
 
-fn close_run(
+/// Closes the record of `task`'s run `attempt`, unless it is closed already (a person's edit
+/// closed it, [`daicho_store::ends::run_stopped_by_edit`]).
+pub(crate) fn close_run(
     tx: &Transaction<'_>,
     task: &Task,
     attempt: u32,
@@ -161,7 +163,7 @@ fn close_run(
 ) -> Result<()> {
     tx.prepare_cached(
         "UPDATE run SET finished = ?3, outcome = ?4, error = ?5, tokens_in = ?6, tokens_out = ?7 \
-         WHERE task = ?1 AND attempt = ?2",
+         WHERE task = ?1 AND attempt = ?2 AND outcome = 'running'",
     )
     .and_then(|mut s| {
         s.execute(params![

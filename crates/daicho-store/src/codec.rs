@@ -85,15 +85,24 @@ pub fn ready_where(now: &str) -> String {
     format!("status = 'pending' AND unmet_deps = 0 AND (not_before IS NULL OR not_before <= {now})")
 }
 
-/// The claim's condition (S1, S2, S13) over the `task` table: ready at `now` ([`ready_where`]),
-/// with ▶ run ticked when `require_run` holds and a person's approval recorded when
-/// `require_approval` holds (both placeholders of booleans, or columns of them). The one
-/// definition every claim statement of both backends uses.
+/// The claim's condition (S1, S2, S13, S14) over the `task` table: ready at `now`
+/// ([`ready_where`]), no run of it possibly still alive ([`unfenced_where`]), with ▶ run ticked
+/// when `require_run` holds and a person's approval recorded when `require_approval` holds (both
+/// placeholders of booleans, or columns of them). The one definition every claim statement of
+/// both backends uses.
 pub fn claimable_where(now: &str, require_run: &str, require_approval: &str) -> String {
     format!(
-        "{} AND (NOT {require_run} OR run) AND (NOT {require_approval} OR (run AND approved_by <> ''))",
-        ready_where(now)
+        "{} AND {} AND (NOT {require_run} OR run) AND (NOT {require_approval} OR (run AND approved_by <> ''))",
+        ready_where(now),
+        unfenced_where(now)
     )
+}
+
+/// No earlier run of the row may still be alive at `now` (S14): it has no lease, or its lease has
+/// run out. A `pending` row keeps its lease only as a fence, after a person moved it out of
+/// `running` and until its worker has stopped that run ([`daicho_core::policy::previous_run`]).
+pub fn unfenced_where(now: &str) -> String {
+    format!("(lease_expires_at IS NULL OR lease_expires_at <= {now})")
 }
 
 /// The size of the ready set, `now` being the placeholder of the time in microseconds: the rows
@@ -186,9 +195,11 @@ pub fn scope_where(scope: &ClaimScope) -> String {
 }
 
 /// The head of the ready set, in run order, `now` and `limit` being placeholders: every ready
-/// row, or only those `scope` admits.
+/// row, or only those `scope` admits that no earlier run may still hold ([`unfenced_where`]):
+/// the rows a claim may take.
 pub fn ready_head_sql(now: &str, limit: &str, scope: Option<&ClaimScope>) -> String {
-    let scope = scope.map(|s| format!(" AND {}", scope_where(s))).unwrap_or_default();
+    let scope =
+        scope.map(|s| format!(" AND {} AND {}", scope_where(s), unfenced_where(now))).unwrap_or_default();
     format!("SELECT {COLUMNS} FROM task WHERE {}{scope} {READY_ORDER} LIMIT {limit}", ready_where(now))
 }
 

@@ -19,7 +19,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::{
     Batch, ClaimOutcome, ClaimRequest, Decision, Finish, JournalEntry, JournalKind, ListFilter, RunEnd,
-    Store, StoreError, UnknownDeps,
+    RunOutcome, Store, StoreError, UnknownDeps,
 };
 use daicho_core::policy::FailurePolicy;
 
@@ -69,6 +69,7 @@ macro_rules! store_contract_tests {
             s4_an_expired_lease_counts_one_failure_once,
             done_unblocks_dependents_and_requires_run_when_asked,
             s8_paused_claims_nothing,
+            s14_a_run_a_person_stopped_keeps_its_row_from_every_claim_until_it_has_ended,
             s2_approval_queue_is_idempotent,
             s13_producers_never_write_a_persons_fields,
             s13_m5_m6_no_source_writes_again_a_cell_a_person_wrote,
@@ -1420,16 +1421,15 @@ pub async fn s13_i5_a_turns_end_is_written_on_the_row_as_it_is_when_it_ends<B: B
     assert_eq!(ended, stored, "the end answers the row as stored");
     let b = claimed_in(next);
 
-    // A person drops the running row: the worker's end is refused, the drop stays.
+    // A person drops the running row: the worker's end only clears the lease the drop kept as a
+    // fence (S14); the drop stays.
     let edit = TaskEdit { status: Some(Status::Dropped), ..TaskEdit::default() };
     store.edit(b.id, edit, person(), t0()).await.expect("drop");
     let (ends, next) = turn(vec![finish(&b, "w", success(Status::Done))]).await;
-    assert!(ends.expect("answered")[0].is_err(), "an end of a dropped row is refused");
-    assert_eq!(
-        store.get(b.id).await.expect("get").expect("b").status,
-        Status::Dropped,
-        "the person's drop stays"
-    );
+    let ended = ends.expect("answered").remove(0).expect("the fence cleared");
+    let stored = store.get(b.id).await.expect("get").expect("b");
+    assert_eq!((stored.status, &stored.lease), (Status::Dropped, &None), "the person's drop stays");
+    assert_eq!(ended, stored, "the end answers the row as stored");
     let c = claimed_in(next);
 
     // A heartbeat, then the end.
@@ -1612,6 +1612,95 @@ pub async fn s8_paused_claims_nothing<B: Backend>(backend: &B) {
     store.set_paused(None, Actor::Human("p".into()), t0()).await.expect("resume");
     assert_eq!(store.paused().await.expect("paused"), None);
     claimed(&store, claim_request(id, "w", t0())).await;
+}
+
+/// S14: a person who moves a running row out of `running` stops its run at once in the ledger
+/// (the run record is closed as interrupted, the worker's heartbeat is refused), but the row's
+/// lease stays as a fence: no way to claim it (`claim`, `claim_first`, `claim_many`,
+/// `claim_next` with a one-row look and a wider one, `finish_and_claim_next`) takes the row while
+/// the run may live. The worker's end then clears the fence and nothing else (the person's
+/// status stays, no failure is counted, the record is not closed twice), and the row is claimed
+/// again. A worker that never ends its run leaves the fence until its lease runs out.
+pub async fn s14_a_run_a_person_stopped_keeps_its_row_from_every_claim_until_it_has_ended<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.open().await;
+    let items = vec![for_act(with_id("stopped", "T-0001", &[])), for_act(with_id("dies", "T-0002", &[]))];
+    store.upsert(batch(items)).await.expect("upsert");
+    let (a, b) = (id("T-0001"), id("T-0002"));
+    let run = claimed(&store, claim_request(a, "w1", t0())).await;
+    let dying = claimed(&store, claim_request(b, "w0", t0())).await;
+    let later = t0() + SignedDuration::from_secs(1);
+    for (task, status) in [(a, Status::Pending), (b, Status::Pending)] {
+        let edit = TaskEdit { status: Some(status), ..TaskEdit::default() };
+        store.edit(task, edit, Actor::Human("p".into()), later).await.expect("a person's move");
+    }
+    let moved = store.get(a).await.expect("get").expect("a");
+    assert_eq!(moved.status, Status::Pending);
+    assert_eq!(moved.lease, run.lease, "the lease stays as a fence");
+    let records = store.runs(a).await.expect("runs");
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].outcome, RunOutcome::Interrupted, "the person's move closes the record");
+    assert!(records[0].error.contains("human:p"), "{}", records[0].error);
+    let stats = store.stats(Timestamp::UNIX_EPOCH).await.expect("stats");
+    assert_eq!(stats.iter().map(|s| (s.runs, s.running, s.failures)).collect::<Vec<_>>(), [(2, 0, 0)]);
+    assert!(
+        matches!(
+            store.heartbeat(a, run.attempt, "w1", later + SignedDuration::from_mins(30)).await,
+            Err(StoreError::LeaseLost { .. })
+        ),
+        "the worker learns its claim is gone"
+    );
+
+    // Every way to claim passes the fenced rows over.
+    let now = later + SignedDuration::from_secs(1);
+    let ready = store.ready(now, 10).await.expect("ready");
+    assert_eq!(ready.tasks.len(), 2, "both rows are ready, and held");
+    let none = ClaimOutcome::NotClaimable;
+    for row in [a, b] {
+        assert_eq!(store.claim(claim_request(row, "w2", now)).await.expect("claim"), none);
+        assert_eq!(store.claim_first(vec![claim_request(row, "w2", now)]).await.expect("claim"), none);
+        assert_eq!(
+            store.claim_many(vec![claim_request(row, "w2", now)]).await.expect("claim"),
+            std::slice::from_ref(&none)
+        );
+    }
+    let pick = |worker: &'static str, at: Timestamp| -> crate::Pick {
+        Box::new(move |head: &[Task]| head.iter().map(|t| claim_request(t.id, worker, at)).collect())
+    };
+    for window in [1, 8] {
+        let next = store.claim_next(now, act_scope(), window, 8, pick("w2", now)).await.expect("claim");
+        assert!(next.is_none(), "a look of {window} found a fenced row: {next:?}");
+    }
+    let (_, next) = store.finish_and_claim_next(Vec::new(), now, act_scope(), 1, 8, pick("w2", now)).await;
+    assert!(next.expect("a turn").is_none(), "a turn found a fenced row");
+    assert_eq!(store.journal(a).await.expect("journal").last().map(|e| e.kind), Some(JournalKind::Edit));
+
+    // The worker's end clears the fence only, and the row is claimed again.
+    let mut end = finish(&run, "w1", RunEnd::Interrupted { reason: "killed".into() });
+    end.now = now;
+    let cleared = store.finish(end.clone()).await.expect("the fence cleared");
+    assert_eq!((cleared.status, &cleared.lease, cleared.failures), (Status::Pending, &None, 0));
+    let journal = store.journal(a).await.expect("journal");
+    let last = journal.last().expect("an entry");
+    assert_eq!((last.kind, last.actor.as_str()), (JournalKind::Interrupted, "worker:w1"));
+    assert_eq!(store.runs(a).await.expect("runs"), records, "the record is not closed twice");
+    let again = claimed(&store, claim_request(a, "w2", now)).await;
+    assert_eq!((again.attempt, again.lease.map(|l| l.owner)), (2, Some("w2".to_owned())));
+    assert!(
+        matches!(store.finish(end).await, Err(StoreError::LeaseLost { .. })),
+        "the old worker's end again is stale"
+    );
+
+    // The fence of a worker that never ends its run lasts until its lease runs out.
+    let expiry = dying.lease.expect("a lease").expires_at;
+    let before = expiry - SignedDuration::from_secs(1);
+    assert_eq!(store.claim(claim_request(b, "w2", before)).await.expect("claim"), none);
+    let next = store.claim_next(expiry, act_scope(), 1, 8, pick("w2", expiry)).await.expect("claim");
+    match next.map(|n| n.outcome) {
+        Some(ClaimOutcome::Claimed(task)) => assert_eq!(task.id, b),
+        other => panic!("the row whose fence ran out: {other:?}"),
+    }
 }
 
 /// S2: a task enters the approval queue once, with who queued it; approving ticks `run` and

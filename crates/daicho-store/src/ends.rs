@@ -49,12 +49,16 @@ pub fn plan_claim(before: &Task, req: &ClaimRequest) -> Task {
 ///
 /// # Errors
 ///
-/// [`StoreError::LeaseLost`] unless `before` is still `running` under the finish's attempt and
-/// worker (a stale worker's late write).
+/// [`StoreError::LeaseLost`] unless `before` is still under the finish's attempt and worker's
+/// lease (a stale worker's late write). A row a person moved out of `running` during the run, its
+/// lease kept as a fence, gets only that fence cleared ([`plan_stopped`]).
 pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
     let owned = before.lease.as_ref().is_some_and(|l| l.owner == finish.worker);
-    if before.status != daicho_core::Status::Running || before.attempt != finish.attempt || !owned {
+    if before.attempt != finish.attempt || !owned {
         return Err(StoreError::LeaseLost { id: finish.id, attempt: finish.attempt });
+    }
+    if before.status != daicho_core::Status::Running {
+        return Ok(plan_stopped(before, finish));
     }
     let mut after = before.clone();
     after.lease = None;
@@ -98,6 +102,46 @@ pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
             }
         }
     })
+}
+
+/// The end of a run whose row a person moved out of `running` while it ran (S14): the row keeps
+/// what the person made of it (status, result, failures: the run's outcome neither finishes nor
+/// fails it) and only its lease, kept as a fence until now ([`daicho_core::policy::previous_run`]),
+/// is cleared, so the row may be claimed again. The run record was closed by the person's edit
+/// ([`run_stopped_by_edit`]); this end is journaled with what the run did.
+fn plan_stopped(before: &Task, finish: &Finish) -> EndPlan {
+    let mut after = before.clone();
+    after.lease = None;
+    after.updated_at = finish.now;
+    let did = match &finish.end {
+        RunEnd::Success { .. } => "it had succeeded; its result was not written".to_owned(),
+        RunEnd::Failure { error, .. } => format!("it had failed, not counted: {error}"),
+        RunEnd::Interrupted { reason } => reason.clone(),
+    };
+    EndPlan {
+        after,
+        actor: Actor::Worker(finish.worker.clone()).to_string(),
+        kind: JournalKind::Interrupted,
+        error: Some(format!("the run stopped after a person moved the task to {}: {did}", before.status)),
+        outcome: RunOutcome::Interrupted,
+        tokens: (None, None),
+    }
+}
+
+/// The run a person's edit of `before` into `after` stops (S14): the current run, when the edit
+/// moves the row out of `running`, as its attempt and the error its record is closed with (as
+/// interrupted, at once: the person's decision ends it, and a worker that has died would never
+/// close it). The row keeps the run's lease as a fence until the run's worker has stopped it
+/// ([`plan_finish`]) or the lease runs out.
+pub fn run_stopped_by_edit(before: &Task, after: &Task, actor: &Actor) -> Option<(u32, String)> {
+    (before.status == daicho_core::Status::Running && after.status != daicho_core::Status::Running).then(
+        || {
+            (
+                before.attempt,
+                format!("stopped by {actor}, who moved the task to {} during the run", after.status),
+            )
+        },
+    )
 }
 
 /// A person's approval (S2) of `before`, whose deps not yet done number `unmet_deps`: the

@@ -215,9 +215,12 @@ async fn walk<B: Backend>(backend: &B, seed: u64) -> usize {
                 };
                 let ready = model.ready(now);
                 let outcome = store.claim(request).await.expect("claim");
+                // S14: not while a run a person stopped may still be alive (its lease a fence).
                 let claimable = !model.paused
                     && ready.contains(&id)
-                    && model.rows.get(&id).is_some_and(|r| !require_run || r.run);
+                    && model.rows.get(&id).is_some_and(|r| {
+                        (!require_run || r.run) && daicho_core::policy::previous_run(r, now).is_none()
+                    });
                 match (&outcome, claimable) {
                     (ClaimOutcome::Claimed(_), true) => {
                         let row = model.rows.get_mut(&id).expect("row");
@@ -280,10 +283,12 @@ async fn walk<B: Backend>(backend: &B, seed: u64) -> usize {
                 };
                 let finish = Finish { id: row.id, attempt, worker: owner.clone(), now, end, policy };
                 let result = store.finish(finish).await;
-                let current = row.status == Status::Running
-                    && attempt == row.attempt
-                    && row.lease.as_ref().is_some_and(|l| l.owner == owner);
+                let current = attempt == row.attempt && row.lease.as_ref().is_some_and(|l| l.owner == owner);
                 match (&result, current) {
+                    (Ok(_), true) if row.status != Status::Running => {
+                        // S14: a run a person stopped has ended; only its fence goes.
+                        model.rows.get_mut(&row.id).expect("row").lease = None;
+                    }
                     (Ok(_), true) => {
                         let m = model.rows.get_mut(&row.id).expect("row");
                         if success {
@@ -441,12 +446,12 @@ async fn walk<B: Backend>(backend: &B, seed: u64) -> usize {
         let ready: BTreeSet<TaskId> = set.tasks.iter().map(|t| t.id).collect();
         assert_eq!(ready, model.ready(now), "seed {seed} step {step} ({what}): ready set");
         assert_eq!(set.total, ready.len(), "seed {seed} step {step} ({what}): ready count");
-        // Failures stay within the cap; a running row has exactly one lease.
+        // Failures stay within the cap; a running row has a lease (any other row's lease is the
+        // fence of a run a person stopped, S14).
         for (id, row) in &after {
             assert!(row.failures <= CAP, "seed {seed} step {step}: {id} has {} failures", row.failures);
-            assert_eq!(
-                row.status == Status::Running,
-                row.lease.is_some(),
+            assert!(
+                row.status != Status::Running || row.lease.is_some(),
                 "seed {seed} step {step}: lease of {id}"
             );
         }

@@ -213,7 +213,7 @@ mod tests {
                 total: total_runs,
                 by_action: [("draft".to_owned(), draft_runs)].into_iter().collect(),
             };
-            let gate = Gate { actions: &specs, paused: None, runs_today, daily_cap };
+            let gate = Gate { actions: &specs, paused: None, runs_today, daily_cap, now: None };
             let only = only.map(|i| ACTIONS[i]);
             let scope = ClaimScope::new(&gate, ticked, unticked, project, only);
             let t = task(action, work_type, assignee, tags, run, approved);

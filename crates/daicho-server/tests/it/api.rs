@@ -75,6 +75,53 @@ async fn i3_a_remote_worker_claims_heartbeats_and_completes_over_http() {
     assert_eq!(next["task"]["id"], ids[1].to_string(), "{next}");
 }
 
+/// S14: a person moves a remotely claimed row back to `pending` (PATCH) while its remote worker
+/// runs it: the worker's heartbeat is refused (409: stop the work), no claim gets the row while
+/// that run may live, and the worker's report of its end — a completion, or a failure — is
+/// refused too (nothing of it is recorded) but clears the lease the move kept as a fence, so the
+/// next claim gets the row at once.
+#[tokio::test]
+async fn s14_a_remote_run_a_person_stopped_is_refused_and_its_end_lets_the_task_run_again() {
+    let server = TestServer::start(ServerOptions::default()).await;
+    for (title, report) in [
+        ("first", json!({ "result": "written anyway", "tasks": [{ "title": "found by a stopped run" }] })),
+        ("second", json!({ "error": "gave up" })),
+    ] {
+        // One ready row at a time: the row the remote worker claims is the only one ready.
+        let id = server.push(vec![item(title, "PJ-01", "work", "ai")]).await[0];
+        let (_, claim) = post(&server, "/api/v1/claim", json!({ "worker": "box-7:12" })).await;
+        assert_eq!(claim["task"]["id"], id.to_string(), "{claim}");
+        let path = server.url(&format!("/api/v1/tasks/{id}"));
+        let moved = server.client.patch(&path).json(&json!({ "status": "pending", "by": "hanako" })).send();
+        assert_eq!(moved.await.expect("patch").status().as_u16(), 200);
+        let tasks = |what: &str| format!("/api/v1/tasks/{id}/{what}");
+        let (status, beat) =
+            post(&server, &tasks("heartbeat"), json!({ "worker": "box-7:12", "attempt": 1 })).await;
+        assert_eq!(status, 409, "{beat}");
+        let (_, claim) = post(&server, "/api/v1/claim", json!({ "worker": "other:1" })).await;
+        assert_eq!(claim["outcome"], "nothing", "the fenced row is not claimed: {claim}");
+        let mut body = report.clone();
+        body["worker"] = json!("box-7:12");
+        body["attempt"] = json!(1);
+        let what = if report.get("error").is_some() { "fail" } else { "complete" };
+        let (status, end) = post(&server, &tasks(what), body.clone()).await;
+        assert_eq!(status, 409, "{what}: {end}");
+        let (status, again) = post(&server, &tasks(what), body).await;
+        assert_eq!(status, 409, "{what} again: {again}");
+        let row = server.store.get(id).await.expect("get").expect("row");
+        assert_eq!(
+            (row.status, row.failures, row.result.as_str(), &row.lease),
+            (Status::Pending, 0, "", &None)
+        );
+        let (_, claim) = post(&server, "/api/v1/claim", json!({ "worker": "other:1" })).await;
+        assert_eq!((&claim["task"]["id"], &claim["attempt"]), (&json!(id.to_string()), &json!(2)), "{claim}");
+        let (_, shown) = get(&server, &format!("/api/v1/tasks/{id}")).await;
+        assert_eq!(shown["runs"][0]["outcome"], "interrupted", "{shown}");
+    }
+    let found = server.store.list(daicho_store::ListFilter::default()).await.expect("list");
+    assert!(found.iter().all(|t| t.title != "found by a stopped run"), "a refused report pushed nothing");
+}
+
 /// S14, X2: a remote worker that sends its report again (the answer was lost in a blip) is
 /// answered as the first time: the run's end is not recorded twice, a failure is not counted
 /// twice, and the tasks it found are in the ledger once. Another report for that attempt (other

@@ -201,6 +201,56 @@ fn s14_sigterm_to_a_worker_drains_its_runs() {
     assert!(tasks.iter().all(|t| t.failures == 0));
 }
 
+/// An executor that first logs `overlap` if any earlier attempt of its task (the executor or
+/// its escaped grandchild) is still alive, then runs as [`ESCAPING`] does (for a second, from
+/// the second attempt on).
+const CHECKS_OVERLAP: &str = r#"[ "$DAICHO_ATTEMPT" -gt 1 ] && WORK=1
+for f in "$LOG.$DAICHO_TASK_ID".*.pid "$LOG.$DAICHO_TASK_ID".*.escaped; do
+  [ -f "$f" ] || continue
+  state=$(cut -d' ' -f3 "/proc/$(cat "$f")/stat" 2>/dev/null)
+  if [ -n "$state" ] && [ "$state" != Z ]; then echo "overlap $f" >> "$LOG"; fi
+done
+"#;
+
+/// S14: a person moves a running task back to `pending` (`daicho set`) while its 30 s executor
+/// runs under a 10-minute lease (renewed every 200 s): the executor and its grandchild that left
+/// its group are killed within seconds, and a second worker polling for work runs the task again
+/// only once both are gone. The stopped run counts no failure and never logs its end.
+#[test]
+fn s14_a_person_moving_a_running_task_back_stops_its_run_before_anyone_runs_it_again() {
+    let ledger = Ledger::new();
+    config(&ledger, "10m", "60s");
+    ledger.script("work.sh", &format!("{CHECKS_OVERLAP}{ESCAPING}"));
+    ledger.run(&["add", "long work", "--action", "work", "--tag", "ai"]).ok();
+    let first = spawn(&ledger, &["worker", "--poll", "100ms", "--json"], &[]);
+    let executor = pid_of(&ledger, "T-0001.1.pid");
+    let escaped = pid_of(&ledger, "T-0001.1.escaped");
+    let second = spawn(&ledger, &["worker", "--poll", "100ms", "--json"], &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let moved = Instant::now();
+    ledger.run(&["set", "T-0001", "--status", "pending"]).ok();
+    wait_for("the stopped run to be killed", Duration::from_secs(10), || gone(&executor) && gone(&escaped));
+    let killed = moved.elapsed();
+    wait_for("the task to run again", Duration::from_secs(20), || ledger.tasks()[0].status == "review");
+    let mut stopped = 0;
+    for worker in [first, second] {
+        signal(&worker, "-TERM");
+        let out = worker.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let totals: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(totals["failed"].as_u64(), Some(0), "{totals}");
+        stopped += totals["stopped"].as_u64().expect("stopped");
+    }
+    assert_eq!(stopped, 1, "one run was stopped by the person");
+    assert!(killed < Duration::from_secs(6), "killed {killed:?} after the move");
+    let lines = ledger.log_lines();
+    assert_eq!(count(&lines, "overlap"), 0, "{lines:?}");
+    assert_eq!((count(&lines, "start T-0001 2"), count(&lines, "end T-0001 2")), (1, 1), "{lines:?}");
+    assert_eq!(count(&lines, "end T-0001 1"), 0, "{lines:?}");
+    let task = &ledger.tasks()[0];
+    assert_eq!((task.attempt, task.failures), (2, 0));
+}
+
 /// S11, S14: a timeout is enforced although a grandchild left the group and holds stdout open;
 /// the grandchild is killed with the run.
 #[test]
