@@ -311,9 +311,6 @@ pub fn decide<'a>(task: &Task, mode: Mode, gate: &Gate<'a>) -> Result<&'a Action
     if task.status != Status::Pending {
         return Err(Hold::NotReady(task.status));
     }
-    if let Some(lease) = gate.now.and_then(|now| previous_run(task, now)) {
-        return Err(Hold::Stopping { owner: lease.owner.clone(), until: lease.expires_at });
-    }
     let action = match route(task, gate.actions) {
         Ok(Some(action)) => action,
         Ok(None) => return Err(Hold::Manual),
@@ -346,6 +343,11 @@ pub fn decide<'a>(task: &Task, mode: Mode, gate: &Gate<'a>) -> Result<&'a Action
         && gate.runs_today.total >= cap
     {
         return Err(Hold::DailyCap(cap));
+    }
+    // Last: a row held for any other reason says that one, which a stopped run's end changes
+    // nothing about.
+    if let Some(lease) = gate.now.and_then(|now| previous_run(task, now)) {
+        return Err(Hold::Stopping { owner: lease.owner.clone(), until: lease.expires_at });
     }
     Ok(action)
 }
@@ -621,6 +623,12 @@ mod tests {
         let at = |now| Gate { now: Some(now), ..gate(&actions) };
         assert_eq!(decide(&moved, Mode::Auto, &at(now)).map(|a| a.name.clone()), Err(held.clone()));
         assert_eq!(decide(&moved, Mode::Manual, &at(now)).map(|a| a.name.clone()), Err(held.clone()));
+        let manual = Task { action: String::new(), tags: Tags::default(), ..moved.clone() };
+        assert_eq!(
+            decide(&manual, Mode::Auto, &at(now)),
+            Err(Hold::Manual),
+            "another hold says its own reason"
+        );
         assert!(held.to_string().contains("w1") && held.text(Lang::Ja).contains("w1"), "{held}");
         assert_eq!(held.kind(), "stopping");
         assert_eq!(decide(&moved, Mode::Auto, &at(until)).map(|a| a.name.clone()), Ok("act".into()));

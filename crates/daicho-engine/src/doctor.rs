@@ -108,7 +108,7 @@ impl<S: Store + 'static> Engine<S> {
                         ),
                     ),
                     fix: format!(
-                        "wait until {} and `daicho sweep --role run-requested --max 0` counts it as a lost run, or return it now: daicho set {} --status pending",
+                        "wait until {} and `daicho sweep --role run-requested --max 0` counts it as a lost run, or (what is left of the run here is killed, and it may run again at once) return it now: daicho set {} --status pending",
                         lease.expires_at, task.id
                     ),
                 });

@@ -283,6 +283,10 @@ const FENCE_CHECK: Duration = Duration::from_secs(1);
 /// How often a run's row is read to see whether a person moved it out of `running` (S14).
 const STOP_CHECK: Duration = Duration::from_secs(2);
 
+/// How long a run stopped from here may take to be gone before its end is given up
+/// ([`Engine::all_gone`]): a process SIGKILL cannot end at once (in uninterruptible sleep).
+const GONE_WITHIN: Duration = Duration::from_secs(10);
+
 /// How many ready rows one sweep examines; the rest count as truncated.
 const SWEEP_SCAN: usize = 5_000;
 
@@ -405,6 +409,60 @@ pub fn owner_is_gone(owner: &str) -> bool {
         Ok(cmdline) => !String::from_utf8_lossy(&cmdline).contains("daicho"),
         Err(_) => true,
     }
+}
+
+/// A person's edit of a row ([`Store::edit`]) made on this machine, for the ledger named `ledger`
+/// ([`supervise::use_ledger`]). When it stops a run whose daicho is gone from this machine
+/// ([`owner_is_gone`]: the case `daicho doctor` reports), nobody would clear the fence its move
+/// leaves (S14), and the row would wait for the lease to run out: so the run's leftovers here are
+/// killed, and once none is left the fence is cleared by the run's refused end. The row as stored.
+///
+/// # Errors
+///
+/// The edit's error, or a store error of the fence's clearing (the edit stands).
+pub async fn edit_as_person<S: Store>(
+    store: &S,
+    ledger: &str,
+    id: TaskId,
+    edit: daicho_core::edit::TaskEdit,
+    actor: daicho_core::Actor,
+    now: Timestamp,
+) -> Result<Task, StoreError> {
+    let stored = store.edit(id, edit, actor, now).await?;
+    let Some(lease) = daicho_core::policy::previous_run(&stored, now).cloned() else { return Ok(stored) };
+    if !owner_is_gone(&lease.owner) {
+        return Ok(stored);
+    }
+    let (ledger, task, attempt) = (ledger.to_owned(), id.to_string(), stored.attempt);
+    let started = std::time::Instant::now();
+    let gone = tokio::task::spawn_blocking(move || {
+        loop {
+            if supervise::kill_earlier_attempts(&ledger, &task, attempt.saturating_add(1)) == 0 {
+                return true;
+            }
+            if started.elapsed() >= GONE_WITHIN {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+    .await
+    .unwrap_or(false);
+    if !gone {
+        return Ok(stored);
+    }
+    let end = RunEnd::Interrupted {
+        reason: format!(
+            "its daicho {} was gone; what was left of the run on this machine was killed",
+            lease.owner
+        ),
+    };
+    let policy = daicho_core::policy::FailurePolicy::default();
+    match store.finish(Finish { id, attempt, worker: lease.owner, now, end, policy }).await {
+        Ok(_) | Err(StoreError::LeaseLost { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(store.get(id).await?.unwrap_or(stored))
 }
 
 /// The start of the current local day, for daily caps.
@@ -1109,6 +1167,30 @@ impl<S: Store + 'static> Engine<S> {
         Ok(Some(self.execute(claimed, config).await?))
     }
 
+    /// Whether no process of `attempt` of task `id` (or of an earlier attempt) is left on this
+    /// machine, killing those found, for up to [`GONE_WITHIN`] (S14). Found by their environment
+    /// ([`supervise::kill_earlier_attempts`]), so processes that left the run's group count too.
+    /// True where runs are not supervised: their group was killed when the run was dropped.
+    async fn all_gone(&self, id: TaskId, attempt: u32) -> bool {
+        let Some(ledger) = supervise::ledger().filter(|_| runner::supervised()) else { return true };
+        let started = tokio::time::Instant::now();
+        loop {
+            let task = id.to_string();
+            let killed = tokio::task::spawn_blocking(move || {
+                supervise::kill_earlier_attempts(ledger, &task, attempt.saturating_add(1))
+            })
+            .await
+            .unwrap_or(1);
+            if killed == 0 {
+                return true;
+            }
+            if started.elapsed() >= GONE_WITHIN {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Runs a claimed task with heartbeats, records its end, pushes what it found.
     async fn execute(&self, task: Task, action: &ActionConfig) -> Result<RunReport, StoreError> {
         let done = self.perform(task, action, exec).await;
@@ -1146,6 +1228,21 @@ impl<S: Store + 'static> Engine<S> {
                 tracing::warn!(task = %id, attempt, "run killed: the operator stopped daicho");
                 Ended::Interrupted("stopped by the operator: the executor was killed, the claim returned".to_owned())
             }
+        };
+        // A run stopped from here (a person's move, the operator's stop) is over only once every
+        // process of it is gone: its end clears the fence or returns the claim, and then another
+        // machine may run the task (S14). Its supervisor kills them as the run is dropped; this
+        // makes sure, also when the supervisor cannot (stopped, or killed by hand).
+        let outcome = match outcome {
+            Ended::Stopped(_) | Ended::Interrupted(_) if !self.all_gone(id, attempt).await => {
+                tracing::error!(
+                    task = %id,
+                    attempt,
+                    "processes of the stopped run are still alive: its end is not recorded, so the task waits for its lease to run out"
+                );
+                Ended::LeaseLost
+            }
+            outcome => outcome,
         };
         let performed = Performed {
             ctx,
@@ -1212,11 +1309,14 @@ impl<S: Store + 'static> Engine<S> {
             match end {
                 Ok(row) => report.status = Some(row.status),
                 Err(StoreError::LeaseLost { .. }) => {
-                    // No longer current: the spooled copy of the end has done its job.
+                    // No longer current: the spooled copy of the end has done its job. (A run a
+                    // person stopped had its fence cleared by it, and stays `Stopped`.)
                     if let Some(spool) = &self.spool {
                         spool.remove(id, attempt);
                     }
-                    report.result = RunResult::LeaseLost;
+                    if report.result != RunResult::Stopped {
+                        report.result = RunResult::LeaseLost;
+                    }
                     out.push(report);
                     continue;
                 }

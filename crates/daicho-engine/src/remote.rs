@@ -237,7 +237,7 @@ impl<S: Store + 'static> Engine<S> {
                 (self.finish_remote(id, attempt, worker, end).await?, action)
             }
             Err(StoreError::LeaseLost { .. }) => {
-                self.release_stopped(id, attempt, worker).await?;
+                self.release_stopped(id, attempt, worker, "a success").await?;
                 let same = |row: &Task, _: &RunRecord| row.result == result;
                 self.recorded_run(id, attempt, worker, RunOutcome::Success, same).await?
             }
@@ -282,7 +282,7 @@ impl<S: Store + 'static> Engine<S> {
                 self.finish_remote(id, attempt, worker, end).await
             }
             Err(StoreError::LeaseLost { .. }) => {
-                self.release_stopped(id, attempt, worker).await?;
+                self.release_stopped(id, attempt, worker, "a failure").await?;
                 Err(StoreError::LeaseLost { id, attempt })
             }
             Err(e) => Err(e),
@@ -302,16 +302,19 @@ impl<S: Store + 'static> Engine<S> {
     /// fence, and this end clears it (S14), so the task may run again at once instead of when
     /// the lease runs out. The report itself is still answered as no longer current: nothing
     /// of the run is recorded on the row. Any other stale end writes nothing here.
-    async fn release_stopped(&self, id: TaskId, attempt: u32, worker: &str) -> Result<(), StoreError> {
+    async fn release_stopped(
+        &self,
+        id: TaskId,
+        attempt: u32,
+        worker: &str,
+        reported: &str,
+    ) -> Result<(), StoreError> {
         // The run's record is closed, so the row is not `running` under this attempt: the end
         // can only clear the fence of a run a person stopped (`plan_finish`), or be refused.
-        let end = RunEnd::Interrupted { reason: "its remote worker reported its end".to_owned() };
+        let end = RunEnd::Interrupted { reason: format!("its remote worker reported its end ({reported})") };
         match self.finish_remote(id, attempt, worker, end).await {
-            Ok(task) => {
-                tracing::info!(task = %id, attempt, %worker, status = %task.status, "a stopped run's fence cleared");
-                Ok(())
-            }
-            Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(()),
+            // Refused: the end of a run a person stopped clears its fence and answers so.
+            Ok(_) | Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(()),
             Err(e) => Err(e),
         }
     }

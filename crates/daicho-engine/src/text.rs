@@ -97,10 +97,10 @@ impl RunReport {
                 "ran {id} with {action} (attempt {attempt}): interrupted by the operator, now {status} (no failure counted)"
             ),
             (RunResult::Stopped, Lang::En) => format!(
-                "ran {id} with {action} (attempt {attempt}): stopped, a person moved it to {status} (no failure counted)"
+                "ran {id} with {action} (attempt {attempt}): stopped, a person moved the task out of running (no failure counted)"
             ),
             (RunResult::Stopped, Lang::Ja) => format!(
-                "{id} を {action} で実行 (試行 {attempt}): 人が{status}に移したため停止 (失敗に数えません)"
+                "{id} を {action} で実行 (試行 {attempt}): 人が実行中から移したため停止 (失敗に数えません)"
             ),
             (RunResult::Interrupted, Lang::Ja) => {
                 format!(

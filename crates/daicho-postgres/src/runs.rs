@@ -441,7 +441,11 @@ async fn plan_ends(tx: &Tx, finishes: &[Finish]) -> Result<(Vec<Result<Task>>, E
         ends.push(before, &plan, waited_on.contains(&finish.id))?;
         let after = daicho_store::codec::as_stored(plan.after);
         current.insert(after.id, after.clone());
-        out.push(Ok(after));
+        // A run a person stopped: its fence is cleared, its end refused.
+        out.push(match plan.refused {
+            true => Err(StoreError::LeaseLost { id: finish.id, attempt: finish.attempt }),
+            false => Ok(after),
+        });
     }
     Ok((out, ends))
 }

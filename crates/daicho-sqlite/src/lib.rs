@@ -320,7 +320,8 @@ impl SqliteStore {
 }
 
 /// Records run ends in `tx`, each as [`Store::finish`] does: a stale one gets its own error and
-/// writes nothing; a backend error fails them all.
+/// writes nothing (but the refused end of a run a person stopped, which clears its fence and is
+/// kept); a backend error fails them all.
 fn finish_many_in(tx: &Transaction<'_>, finishes: &[Finish]) -> Result<Vec<Result<Task>>> {
     let mut out = Vec::with_capacity(finishes.len());
     for finish in finishes {
@@ -587,7 +588,9 @@ impl Store for SqliteStore {
     }
 
     async fn finish(&self, finish: Finish) -> Result<Task> {
-        self.write(move |tx| runs::finish_in(tx, &finish)).await
+        // As one of many: a refused end of a run a person stopped is written all the same.
+        let mut out = self.write(move |tx| finish_many_in(tx, std::slice::from_ref(&finish))).await?;
+        out.pop().unwrap_or_else(|| Err(StoreError::backend("no outcome for a finish")))
     }
 
     async fn expire_leases(&self, now: Timestamp, policy: FailurePolicy) -> Result<Vec<(TaskId, Status)>> {

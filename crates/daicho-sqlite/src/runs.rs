@@ -184,6 +184,11 @@ pub(crate) fn finish_in(tx: &Transaction<'_>, finish: &Finish) -> Result<Task> {
     let before = get_task(tx, finish.id)?.ok_or(StoreError::NotFound(finish.id))?;
     let plan = daicho_store::ends::plan_finish(&before, finish)?;
     write_plan(tx, &before, &plan, finish.now)?;
+    if plan.refused {
+        // Written (the fence is cleared), and refused as the run's end: the caller keeps this
+        // write whatever the answer ([`crate::finish_many_in`]).
+        return Err(StoreError::LeaseLost { id: finish.id, attempt: finish.attempt });
+    }
     // The row as written, not read again (a read per run's end); debug builds read it to check.
     let after = daicho_store::codec::as_stored(plan.after);
     debug_assert_eq!(get_task(tx, finish.id).ok().flatten().as_ref(), Some(&after), "the row as written");

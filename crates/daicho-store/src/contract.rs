@@ -1421,15 +1421,18 @@ pub async fn s13_i5_a_turns_end_is_written_on_the_row_as_it_is_when_it_ends<B: B
     assert_eq!(ended, stored, "the end answers the row as stored");
     let b = claimed_in(next);
 
-    // A person drops the running row: the worker's end only clears the lease the drop kept as a
-    // fence (S14); the drop stays.
+    // A person drops the running row: the worker's end is refused, and only clears the lease the
+    // drop kept as a fence (S14); the drop stays.
     let edit = TaskEdit { status: Some(Status::Dropped), ..TaskEdit::default() };
     store.edit(b.id, edit, person(), t0()).await.expect("drop");
     let (ends, next) = turn(vec![finish(&b, "w", success(Status::Done))]).await;
-    let ended = ends.expect("answered").remove(0).expect("the fence cleared");
+    let ended = ends.expect("answered").remove(0);
+    assert!(
+        matches!(ended, Err(StoreError::LeaseLost { .. })),
+        "an end of a dropped row is refused: {ended:?}"
+    );
     let stored = store.get(b.id).await.expect("get").expect("b");
-    assert_eq!((stored.status, &stored.lease), (Status::Dropped, &None), "the person's drop stays");
-    assert_eq!(ended, stored, "the end answers the row as stored");
+    assert_eq!((stored.status, &stored.lease, stored.result.as_str()), (Status::Dropped, &None, ""));
     let c = claimed_in(next);
 
     // A heartbeat, then the end.
@@ -1676,10 +1679,13 @@ pub async fn s14_a_run_a_person_stopped_keeps_its_row_from_every_claim_until_it_
     assert!(next.expect("a turn").is_none(), "a turn found a fenced row");
     assert_eq!(store.journal(a).await.expect("journal").last().map(|e| e.kind), Some(JournalKind::Edit));
 
-    // The worker's end clears the fence only, and the row is claimed again.
+    // The worker's end is refused as the run's, and clears the fence only; the row is claimed
+    // again.
     let mut end = finish(&run, "w1", RunEnd::Interrupted { reason: "killed".into() });
     end.now = now;
-    let cleared = store.finish(end.clone()).await.expect("the fence cleared");
+    let refused = store.finish(end.clone()).await;
+    assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "{refused:?}");
+    let cleared = store.get(a).await.expect("get").expect("a");
     assert_eq!((cleared.status, &cleared.lease, cleared.failures), (Status::Pending, &None, 0));
     let journal = store.journal(a).await.expect("journal");
     let last = journal.last().expect("an entry");

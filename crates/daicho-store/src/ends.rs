@@ -23,6 +23,10 @@ pub struct EndPlan {
     pub outcome: RunOutcome,
     /// Prompt and completion tokens, if reported.
     pub tokens: (Option<u64>, Option<u64>),
+    /// The end of a run a person stopped ([`plan_finish`]): written (it clears the fence), but
+    /// refused as the run's end, so the finish answers [`StoreError::LeaseLost`] and its worker
+    /// records nothing of the run (no result, no found tasks).
+    pub refused: bool,
 }
 
 /// The row a claim of `before` makes (S1, S4): `running` under the request's worker until its
@@ -51,7 +55,8 @@ pub fn plan_claim(before: &Task, req: &ClaimRequest) -> Task {
 ///
 /// [`StoreError::LeaseLost`] unless `before` is still under the finish's attempt and worker's
 /// lease (a stale worker's late write). A row a person moved out of `running` during the run, its
-/// lease kept as a fence, gets only that fence cleared ([`plan_stopped`]).
+/// lease kept as a fence, gets a plan that only clears that fence ([`plan_stopped`]), marked
+/// `refused`: each backend writes it and answers the finish `LeaseLost` all the same.
 pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
     let owned = before.lease.as_ref().is_some_and(|l| l.owner == finish.worker);
     if before.attempt != finish.attempt || !owned {
@@ -75,6 +80,7 @@ pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
                 error: None,
                 outcome: RunOutcome::Success,
                 tokens: (*tokens_in, *tokens_out),
+                refused: false,
             }
         }
         RunEnd::Failure { error, timeout } => {
@@ -87,6 +93,7 @@ pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
                 error: Some(error.clone()),
                 outcome,
                 tokens: (None, None),
+                refused: false,
             }
         }
         RunEnd::Interrupted { reason } => {
@@ -99,6 +106,7 @@ pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
                 error: Some(reason.clone()),
                 outcome: RunOutcome::Interrupted,
                 tokens: (None, None),
+                refused: false,
             }
         }
     })
@@ -108,7 +116,8 @@ pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
 /// what the person made of it (status, result, failures: the run's outcome neither finishes nor
 /// fails it) and only its lease, kept as a fence until now ([`daicho_core::policy::previous_run`]),
 /// is cleared, so the row may be claimed again. The run record was closed by the person's edit
-/// ([`run_stopped_by_edit`]); this end is journaled with what the run did.
+/// ([`run_stopped_by_edit`]); this end is journaled with what the run did, and refused as the
+/// run's end (`refused`: the finish answers `LeaseLost`, so its worker pushes nothing it found).
 fn plan_stopped(before: &Task, finish: &Finish) -> EndPlan {
     let mut after = before.clone();
     after.lease = None;
@@ -125,6 +134,7 @@ fn plan_stopped(before: &Task, finish: &Finish) -> EndPlan {
         error: Some(format!("the run stopped after a person moved the task to {}: {did}", before.status)),
         outcome: RunOutcome::Interrupted,
         tokens: (None, None),
+        refused: true,
     }
 }
 
@@ -224,6 +234,7 @@ pub fn plan_lost(before: &Task, now: Timestamp, policy: FailurePolicy) -> EndPla
         error: Some(error),
         outcome: RunOutcome::Lost,
         tokens: (None, None),
+        refused: false,
     }
 }
 

@@ -285,8 +285,9 @@ async fn walk<B: Backend>(backend: &B, seed: u64) -> usize {
                 let result = store.finish(finish).await;
                 let current = attempt == row.attempt && row.lease.as_ref().is_some_and(|l| l.owner == owner);
                 match (&result, current) {
-                    (Ok(_), true) if row.status != Status::Running => {
-                        // S14: a run a person stopped has ended; only its fence goes.
+                    (Err(StoreError::LeaseLost { .. }), true) if row.status != Status::Running => {
+                        // S14: a run a person stopped has ended: its end is refused, and its
+                        // fence goes.
                         model.rows.get_mut(&row.id).expect("row").lease = None;
                     }
                     (Ok(_), true) => {

@@ -7,7 +7,6 @@ use daicho_core::authority::SourceCell;
 use daicho_core::edit::TaskEdit;
 use daicho_core::format::{parse_date, parse_timestamp, split_refs};
 use daicho_core::{Status, TaskId};
-use daicho_store::Store;
 
 use super::Context;
 use crate::output;
@@ -147,7 +146,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     if edit.title.as_ref().is_some_and(|t| t.trim().is_empty()) {
         return Err(super::usage(anyhow::anyhow!("--title: a title cannot be empty")));
     }
-    let stored = ctx.store().await?.edit(args.id, edit, ctx.actor()?, jiff::Timestamp::now()).await?;
+    let (store, actor, now) = (ctx.store().await?, ctx.actor()?, jiff::Timestamp::now());
+    let ledger = ctx.db.identity();
+    let stored = daicho_engine::edit_as_person(&store, &ledger, args.id, edit, actor, now).await?;
     ctx.emit(&TaskJson::from(&stored), daicho_engine::table::task_detail(&stored, ctx.ja()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -251,6 +251,34 @@ fn s14_a_person_moving_a_running_task_back_stops_its_run_before_anyone_runs_it_a
     assert_eq!((task.attempt, task.failures), (2, 0));
 }
 
+/// S14: a run a person stopped is recorded (its fence cleared, so another machine may run the
+/// task) only once every process of it is gone, even when its supervisor cannot kill them
+/// (stopped with SIGSTOP): `daicho run` kills the executor and its escaped grandchild itself
+/// before it records the end and exits.
+#[test]
+fn s14_a_stopped_run_is_recorded_only_once_its_processes_are_gone() {
+    let (ledger, run, executor, escaped) = long_run_with_an_escapee();
+    let stat =
+        std::fs::read_to_string(format!("/proc/{}/stat", executor.trim())).expect("the executor's stat");
+    let supervisor =
+        stat.rsplit(')').next().and_then(|r| r.split_whitespace().nth(1)).expect("ppid").to_owned();
+    let status = std::process::Command::new("kill").args(["-STOP", &supervisor]).status().unwrap();
+    assert!(status.success());
+    ledger.run(&["set", "T-0001", "--status", "pending"]).ok();
+    let out = run.wait_with_output().unwrap();
+    let (executor_gone, escaped_gone) = (gone(&executor), gone(&escaped));
+    let _ = std::process::Command::new("kill").args(["-KILL", &supervisor]).status();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "not a success: {said}");
+    assert!(said.contains("stopped, a person moved the task out of running"), "{said}");
+    assert!(
+        executor_gone && escaped_gone,
+        "the run's processes outlived its record: {executor_gone} {escaped_gone}"
+    );
+    let task = &ledger.tasks()[0];
+    assert_eq!((task.status.as_str(), task.lease_owner.as_deref(), task.failures), ("pending", None, 0));
+}
+
 /// S11, S14: a timeout is enforced although a grandchild left the group and holds stdout open;
 /// the grandchild is killed with the run.
 #[test]
@@ -327,6 +355,9 @@ fn s14_doctor_finds_a_run_whose_owner_is_gone_before_its_lease_ends() {
     let args: Vec<&str> = command.split_whitespace().collect();
     ledger.run(&args).ok();
     assert_eq!(ledger.run(&["doctor", "--json"]).code, 0, "the fix worked");
+    // S14: no fence is left on the row for the lease's 10 minutes: its run is gone.
+    let task = &ledger.tasks()[0];
+    assert_eq!((task.status.as_str(), task.lease_owner.as_deref()), ("pending", None));
 }
 
 /// S14: a SQLite write lock held by another process for 20 s (twice the busy timeout) makes the
