@@ -256,14 +256,15 @@ impl HeldRuns {
 enum Ended {
     /// The executor ended: its outcome.
     Ran(ExecOutcome),
-    /// The lease could not be renewed before the fence: nothing to record.
+    /// The claim was lost (its lease could not be renewed before the fence, or it ran out and
+    /// the row was counted lost or claimed again), or a stopped run's processes would not go
+    /// ([`Engine::all_gone`]): nothing to record.
     LeaseLost,
     /// The operator stopped it; the claim is returned without a failure.
     Interrupted(String),
-    /// The claim was no longer current (a person moved the row out of `running`, S14), so the
-    /// executor was killed. Its end is recorded, as interrupted, to clear the lease the person's
-    /// move kept as a fence ([`daicho_store::ends::plan_finish`]); a claim gone otherwise
-    /// refuses it as stale.
+    /// A person moved the row out of `running` (S14), so the executor was killed. Its end is
+    /// recorded, as interrupted, to clear the lease the person's move kept as a fence
+    /// ([`daicho_store::ends::plan_finish`]: a refused end, answered `LeaseLost`).
     Stopped(String),
 }
 
@@ -286,6 +287,10 @@ const STOP_CHECK: Duration = Duration::from_secs(2);
 /// How long a run stopped from here may take to be gone before its end is given up
 /// ([`Engine::all_gone`]): a process SIGKILL cannot end at once (in uninterruptible sleep).
 const GONE_WITHIN: Duration = Duration::from_secs(10);
+
+/// How long a stopped run's supervisor is left to kill the run itself before it is killed too
+/// ([`Engine::all_gone`]): its own killing takes at most two seconds.
+const SUPERVISOR_GRACE: Duration = Duration::from_millis(2500);
 
 /// How many ready rows one sweep examines; the rest count as truncated.
 const SWEEP_SCAN: usize = 5_000;
@@ -415,7 +420,8 @@ pub fn owner_is_gone(owner: &str) -> bool {
 /// ([`supervise::use_ledger`]). When it stops a run whose daicho is gone from this machine
 /// ([`owner_is_gone`]: the case `daicho doctor` reports), nobody would clear the fence its move
 /// leaves (S14), and the row would wait for the lease to run out: so the run's leftovers here are
-/// killed, and once none is left the fence is cleared by the run's refused end. The row as stored.
+/// killed, and once none is left — seen by a look that could read every process of the machine
+/// (as root, say) — the fence is cleared by the run's refused end. The row as stored.
 ///
 /// # Errors
 ///
@@ -433,22 +439,10 @@ pub async fn edit_as_person<S: Store>(
     if !owner_is_gone(&lease.owner) {
         return Ok(stored);
     }
-    let (ledger, task, attempt) = (ledger.to_owned(), id.to_string(), stored.attempt);
-    let started = std::time::Instant::now();
-    let gone = tokio::task::spawn_blocking(move || {
-        loop {
-            if supervise::kill_earlier_attempts(&ledger, &task, attempt.saturating_add(1)) == 0 {
-                return true;
-            }
-            if started.elapsed() >= GONE_WITHIN {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    })
-    .await
-    .unwrap_or(false);
-    if !gone {
+    let attempt = stored.attempt;
+    // Cleared only when every process of the machine could be looked at: one this daicho may
+    // not read (another user's, without root) may be what is left of the run.
+    if until_gone(ledger, id, attempt).await != Ok(0) {
         return Ok(stored);
     }
     let end = RunEnd::Interrupted {
@@ -463,6 +457,34 @@ pub async fn edit_as_person<S: Store>(
         Err(e) => return Err(e),
     }
     Ok(store.get(id).await?.unwrap_or(stored))
+}
+
+/// Kills every process of `attempt` (and earlier attempts) of task `id` of `ledger` on this
+/// machine until none is left ([`Engine::all_gone`]): `Ok` once a look finds none, with how many
+/// processes it could not read (any may be one of them); `Err` when some are still there after
+/// [`GONE_WITHIN`]. Each process killed is logged once.
+async fn until_gone(ledger: &str, id: TaskId, attempt: u32) -> Result<usize, ()> {
+    let started = tokio::time::Instant::now();
+    let mut logged: HashSet<i32> = HashSet::new();
+    loop {
+        let (ledger, task) = (ledger.to_owned(), id.to_string());
+        let spare = started.elapsed() < SUPERVISOR_GRACE;
+        let scan = tokio::task::spawn_blocking(move || {
+            supervise::scan_attempts(&ledger, &task, attempt.saturating_add(1), spare)
+        })
+        .await
+        .map_err(|_| ())?;
+        for pid in scan.killed.iter().filter(|pid| logged.insert(**pid)) {
+            tracing::warn!(task = %id, attempt, pid, "killing a process of a stopped run");
+        }
+        if scan.killed.is_empty() && scan.spared == 0 {
+            return Ok(scan.unreadable);
+        }
+        if started.elapsed() >= GONE_WITHIN {
+            return Err(());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// The start of the current local day, for daily caps.
@@ -1169,26 +1191,13 @@ impl<S: Store + 'static> Engine<S> {
 
     /// Whether no process of `attempt` of task `id` (or of an earlier attempt) is left on this
     /// machine, killing those found, for up to [`GONE_WITHIN`] (S14). Found by their environment
-    /// ([`supervise::kill_earlier_attempts`]), so processes that left the run's group count too.
-    /// True where runs are not supervised: their group was killed when the run was dropped.
+    /// ([`supervise::scan_attempts`]), so processes that left the run's group count too; the run's
+    /// supervisor is left to kill its run for the first [`SUPERVISOR_GRACE`] (it also finds what
+    /// cleared its environment), then killed too. True where runs are not supervised: their
+    /// group was killed when the run was dropped.
     async fn all_gone(&self, id: TaskId, attempt: u32) -> bool {
         let Some(ledger) = supervise::ledger().filter(|_| runner::supervised()) else { return true };
-        let started = tokio::time::Instant::now();
-        loop {
-            let task = id.to_string();
-            let killed = tokio::task::spawn_blocking(move || {
-                supervise::kill_earlier_attempts(ledger, &task, attempt.saturating_add(1))
-            })
-            .await
-            .unwrap_or(1);
-            if killed == 0 {
-                return true;
-            }
-            if started.elapsed() >= GONE_WITHIN {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        until_gone(ledger, id, attempt).await.is_ok()
     }
 
     /// Runs a claimed task with heartbeats, records its end, pushes what it found.
@@ -1357,17 +1366,31 @@ impl<S: Store + 'static> Engine<S> {
 
     /// Extends the lease (expiring at `expires`) every third of its length, and reads the row
     /// every [`STOP_CHECK`]; returns only when the claim is no longer current
-    /// ([`Ended::Stopped`]: a person moved the row out of `running`), or the lease could not be
-    /// renewed before [`daicho_core::policy::fence_at`] ([`Ended::LeaseLost`]). Then the caller
+    /// ([`Ended::Stopped`] when a person moved the row out of `running`, else
+    /// [`Ended::LeaseLost`]), or the lease could not be renewed before
+    /// [`daicho_core::policy::fence_at`] ([`Ended::LeaseLost`]). Then the caller
     /// drops the run, killing its executor while the lease still holds, so no other worker's claim
     /// of the task overlaps it (S14, self-fencing). A store error is retried until then.
     async fn keep_lease(&self, id: TaskId, attempt: u32, mut expires: Timestamp) -> Ended {
         let lease = self.config.policy.lease;
         let every =
             Duration::try_from(lease / 3).unwrap_or(Duration::from_secs(60)).max(Duration::from_millis(100));
-        let stopped = |why: &str| {
-            tracing::warn!(task = %id, attempt, "run stopped: {why}");
-            Ended::Stopped(format!("{why}; the executor was killed"))
+        // How the run ends when its row says the claim is gone: stopped by a person (the row
+        // moved out of `running`, the lease kept as a fence), or lost otherwise (its lease ran
+        // out and the row was counted lost or claimed again): nothing to record then.
+        let gone = |row: &Task| {
+            let fenced = row.attempt == attempt && row.lease.as_ref().is_some_and(|l| l.owner == self.worker);
+            if fenced && row.status != Status::Running {
+                tracing::warn!(task = %id, attempt, status = %row.status, "run stopped: a person moved the task");
+                return Some(Ended::Stopped(format!(
+                    "a person moved the task to {} during the run; the executor was killed",
+                    row.status
+                )));
+            }
+            (!fenced).then(|| {
+                tracing::warn!(task = %id, attempt, "run stopped: the claim is no longer current");
+                Ended::LeaseLost
+            })
         };
         let mut wait = every;
         let mut checked = tokio::time::Instant::now();
@@ -1391,11 +1414,9 @@ impl<S: Store + 'static> Engine<S> {
                     let read = tokio::time::timeout(left.min(STOP_CHECK), self.store.get(id)).await;
                     // Unanswered or failed: the heartbeat finds out in its turn.
                     if let Ok(Ok(Some(row))) = read
-                        && (row.status != Status::Running
-                            || row.attempt != attempt
-                            || row.lease.is_none_or(|l| l.owner != self.worker))
+                        && let Some(ended) = gone(&row)
                     {
-                        return stopped("the claim is no longer current (a person moved the task)");
+                        return ended;
                     }
                 }
                 let rest = wait.saturating_sub(slept.elapsed());
@@ -1411,7 +1432,18 @@ impl<S: Store + 'static> Engine<S> {
                     expires = until;
                     wait = every;
                 }
-                Ok(Err(StoreError::LeaseLost { .. })) => return stopped("the claim is no longer current"),
+                Ok(Err(StoreError::LeaseLost { .. })) => {
+                    let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
+                    let read =
+                        tokio::time::timeout(left.max(Duration::from_secs(1)), self.store.get(id)).await;
+                    return match read {
+                        Ok(Ok(Some(row))) => gone(&row).unwrap_or(Ended::LeaseLost),
+                        _ => {
+                            tracing::warn!(task = %id, attempt, "run stopped: the claim is no longer current");
+                            Ended::LeaseLost
+                        }
+                    };
+                }
                 Ok(Err(e)) => {
                     // A transient store error: try again soon, while the lease still holds.
                     tracing::warn!(task = %id, "heartbeat failed: {e}");

@@ -214,7 +214,8 @@ impl<S: Store + 'static> Engine<S> {
     /// # Errors
     ///
     /// [`StoreError::LeaseLost`] when this attempt is no longer the current run (a late or
-    /// stale report) and the ledger does not hold this very report: nothing is written.
+    /// stale report) and the ledger does not hold this very report: nothing of it is written
+    /// (the end of a run a person stopped clears its fence).
     pub async fn complete_remote(
         &self,
         id: TaskId,

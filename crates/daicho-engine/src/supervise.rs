@@ -424,17 +424,54 @@ fn kill_descendants() {
 /// attempt starts, so that no earlier one still runs here whatever became of its supervisor
 /// (S14: a retry never overlaps). Returns how many processes were killed.
 pub fn kill_earlier_attempts(ledger: &str, task: &str, attempt: u32) -> usize {
+    let scan = scan_attempts(ledger, task, attempt, false);
+    for pid in &scan.killed {
+        tracing::warn!(task, attempt, pid, "killing a process of an earlier attempt");
+    }
+    scan.killed.len()
+}
+
+/// What one look at `/proc` for the processes of a task's attempts found ([`scan_attempts`]).
+#[derive(Debug, Default)]
+pub struct AttemptScan {
+    /// The processes killed.
+    pub killed: Vec<i32>,
+    /// Supervisors of those attempts left alone (they are killing their runs themselves).
+    pub spared: usize,
+    /// Processes whose environment could not be read: any of them may be one of the attempts'.
+    pub unreadable: usize,
+}
+
+/// Finds the processes of `task` of `ledger` whose attempt is below `attempt` (see
+/// [`kill_earlier_attempts`]) and kills them, but with `spare_supervisors` their supervisors: a
+/// supervisor whose control pipe closed kills every descendant of its run, those that cleared
+/// their environment included, which only its parent chain finds; killed first, it would leave
+/// them to init.
+pub fn scan_attempts(ledger: &str, task: &str, attempt: u32, spare_supervisors: bool) -> AttemptScan {
     let me = std::process::id();
     let task_var = format!("DAICHO_TASK_ID={task}");
     let ledger_var = format!("{LEDGER_VAR}={ledger}");
-    let mut killed = 0;
-    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
+    let mut scan = AttemptScan::default();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        scan.unreadable += 1;
+        return scan;
+    };
     for entry in entries.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        if pid == me {
+        // Neither this process nor init (whose environment even root may not read in a VM or a
+        // container) is a run's.
+        if pid == me || pid == 1 {
             continue;
         }
-        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
+        let environ = match std::fs::read(format!("/proc/{pid}/environ")) {
+            Ok(environ) => environ,
+            // Gone meanwhile.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(3) => continue,
+            Err(_) => {
+                scan.unreadable += 1;
+                continue;
+            }
+        };
         let (mut ours, mut same_ledger, mut earlier) = (false, false, false);
         for var in environ.split(|b| *b == 0) {
             if var == task_var.as_bytes() {
@@ -448,22 +485,23 @@ pub fn kill_earlier_attempts(ledger: &str, task: &str, attempt: u32) -> usize {
                     .is_some_and(|n| n < attempt);
             }
         }
-        if ours
-            && same_ledger
-            && earlier
-            && let Some(pid) = Pid::from_raw(pid as i32)
-        {
-            tracing::warn!(
-                task,
-                attempt,
-                pid = pid.as_raw_nonzero().get(),
-                "killing a process of an earlier attempt"
-            );
+        if !(ours && same_ledger && earlier) {
+            continue;
+        }
+        let supervisor = || {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == SUBCOMMAND.as_bytes()))
+        };
+        if spare_supervisors && supervisor() {
+            scan.spared += 1;
+            continue;
+        }
+        if let Some(pid) = Pid::from_raw(pid as i32) {
             let _ = rustix::process::kill_process(pid, Signal::KILL);
-            killed += 1;
+            scan.killed.push(pid.as_raw_nonzero().get());
         }
     }
-    killed
+    scan
 }
 
 /// The living processes whose parent chain leads to `root` (zombies left out).

@@ -342,7 +342,7 @@ impl<S: Store + 'static> DaichoMcp<S> {
     /// `heartbeat`.
     #[tool(description = "Extend the lease of a task you claimed; call it before lease_until while you are \
         still working (every third of the lease is safe). If it says the lease is lost, stop: the run is no \
-        longer yours. Then report its end with complete or fail (refused, nothing recorded): when a person \
+        longer yours. Then report its end with complete or fail (refused, none of it recorded): when a person \
         moved the task meanwhile, that lets it run again at once instead of when the lease runs out.")]
     async fn heartbeat(
         &self,

@@ -57,9 +57,10 @@ pub struct TaskJson {
     pub refresh: bool,
     /// Claims so far.
     pub attempt: u32,
-    /// Lease owner while running.
+    /// Lease owner while running (and on a row a person moved out of `running`, until its run
+    /// has stopped: a fence, S14).
     pub lease_owner: Option<String>,
-    /// Lease expiry while running.
+    /// Lease expiry while running (or of such a fence).
     pub lease_expires_at: Option<String>,
     /// Created, RFC 3339.
     pub created_at: String,

@@ -55,7 +55,7 @@ pub fn plan_claim(before: &Task, req: &ClaimRequest) -> Task {
 ///
 /// [`StoreError::LeaseLost`] unless `before` is still under the finish's attempt and worker's
 /// lease (a stale worker's late write). A row a person moved out of `running` during the run, its
-/// lease kept as a fence, gets a plan that only clears that fence ([`plan_stopped`]), marked
+/// lease kept as a fence, gets a plan that only clears that fence (`plan_stopped`), marked
 /// `refused`: each backend writes it and answers the finish `LeaseLost` all the same.
 pub fn plan_finish(before: &Task, finish: &Finish) -> Result<EndPlan> {
     let owned = before.lease.as_ref().is_some_and(|l| l.owner == finish.worker);

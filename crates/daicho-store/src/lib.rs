@@ -703,8 +703,9 @@ pub trait Store: Send + Sync {
 
     /// The first `limit` rows of the ready set, as [`Store::ready`] orders them, without counting
     /// the rest (a worker looking for its next claims needs no total). With a `scope`, only the
-    /// rows it admits ([`ClaimScope::admits`], I5): a claim finds the row it may run behind any
-    /// number of rows it may not.
+    /// rows it admits ([`ClaimScope::admits`], I5) and no earlier run of which may still be alive
+    /// ([`codec::unfenced_where`], S14): a claim finds the row it may run behind any number of
+    /// rows it may not.
     fn ready_head(
         &self,
         now: Timestamp,
@@ -713,7 +714,9 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<Vec<Task>>> + Send;
 
     /// Applies a person's edit to one row and returns the row as stored afterwards (read back
-    /// in the same transaction). An edit that changes nothing writes nothing.
+    /// in the same transaction). An edit that changes nothing writes nothing. An edit that moves
+    /// a row out of `running` closes its run's record as interrupted and keeps the lease as a
+    /// fence until the run's end clears it (S14, [`ends::run_stopped_by_edit`]).
     ///
     /// # Errors
     ///
@@ -798,7 +801,8 @@ pub trait Store: Send + Sync {
     }
 
     /// Records several run ends in one transaction: each as by [`Store::finish`], in order. A
-    /// stale one gets its own [`StoreError::LeaseLost`] and writes nothing; the others commit.
+    /// stale one gets its own [`StoreError::LeaseLost`] and writes nothing (but the end of a run
+    /// a person stopped, which clears its fence); the others commit.
     fn finish_many(&self, finishes: Vec<Finish>) -> impl Future<Output = Result<Vec<Result<Task>>>> + Send;
 
     /// A worker's turn (I5): records `finishes` as [`Store::finish_many`] does and then makes
@@ -846,7 +850,9 @@ pub trait Store: Send + Sync {
     /// # Errors
     ///
     /// [`StoreError::LeaseLost`] when the claim is no longer current (a stale worker's late
-    /// write): nothing is written.
+    /// write): nothing is written, except for the end of a run a person stopped by moving its
+    /// row out of `running` (S14): that end clears the lease the move kept as a fence, and is
+    /// journaled, and nothing else ([`ends::plan_finish`]).
     fn finish(&self, finish: Finish) -> impl Future<Output = Result<Task>> + Send;
 
     /// Counts every lost run (S4): each `running` row whose lease expired by `now` (or that has

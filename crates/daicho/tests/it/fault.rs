@@ -201,11 +201,13 @@ fn s14_sigterm_to_a_worker_drains_its_runs() {
     assert!(tasks.iter().all(|t| t.failures == 0));
 }
 
-/// An executor that first logs `overlap` if any earlier attempt of its task (the executor or
-/// its escaped grandchild) is still alive, then runs as [`ESCAPING`] does (for a second, from
-/// the second attempt on).
+/// An executor that first logs `overlap` if any earlier attempt of its task (the executor, its
+/// escaped grandchild, or a child started with an empty environment, which only the run's
+/// supervisor can find) is still alive, then runs as [`ESCAPING`] does (for a second, from the
+/// second attempt on).
 const CHECKS_OVERLAP: &str = r#"[ "$DAICHO_ATTEMPT" -gt 1 ] && WORK=1
-for f in "$LOG.$DAICHO_TASK_ID".*.pid "$LOG.$DAICHO_TASK_ID".*.escaped; do
+[ "$DAICHO_ATTEMPT" = 1 ] && env -i PIDFILE="$LOG.$DAICHO_TASK_ID.1.bare" sh -c 'echo $$ > "$PIDFILE"; exec sleep 40' &
+for f in "$LOG.$DAICHO_TASK_ID".*.pid "$LOG.$DAICHO_TASK_ID".*.escaped "$LOG.$DAICHO_TASK_ID".*.bare; do
   [ -f "$f" ] || continue
   state=$(cut -d' ' -f3 "/proc/$(cat "$f")/stat" 2>/dev/null)
   if [ -n "$state" ] && [ "$state" != Z ]; then echo "overlap $f" >> "$LOG"; fi
@@ -213,9 +215,9 @@ done
 "#;
 
 /// S14: a person moves a running task back to `pending` (`daicho set`) while its 30 s executor
-/// runs under a 10-minute lease (renewed every 200 s): the executor and its grandchild that left
-/// its group are killed within seconds, and a second worker polling for work runs the task again
-/// only once both are gone. The stopped run counts no failure and never logs its end.
+/// runs under a 10-minute lease (renewed every 200 s): the executor, its grandchild that left its
+/// group and a child that cleared its environment are killed within seconds, and a second worker
+/// polling for work runs the task again only once all are gone. The stopped run counts no failure and never logs its end.
 #[test]
 fn s14_a_person_moving_a_running_task_back_stops_its_run_before_anyone_runs_it_again() {
     let ledger = Ledger::new();
@@ -225,11 +227,14 @@ fn s14_a_person_moving_a_running_task_back_stops_its_run_before_anyone_runs_it_a
     let first = spawn(&ledger, &["worker", "--poll", "100ms", "--json"], &[]);
     let executor = pid_of(&ledger, "T-0001.1.pid");
     let escaped = pid_of(&ledger, "T-0001.1.escaped");
+    let bare = pid_of(&ledger, "T-0001.1.bare");
     let second = spawn(&ledger, &["worker", "--poll", "100ms", "--json"], &[]);
     std::thread::sleep(Duration::from_millis(500));
     let moved = Instant::now();
     ledger.run(&["set", "T-0001", "--status", "pending"]).ok();
-    wait_for("the stopped run to be killed", Duration::from_secs(10), || gone(&executor) && gone(&escaped));
+    wait_for("the stopped run to be killed", Duration::from_secs(10), || {
+        gone(&executor) && gone(&escaped) && gone(&bare)
+    });
     let killed = moved.elapsed();
     wait_for("the task to run again", Duration::from_secs(20), || ledger.tasks()[0].status == "review");
     let mut stopped = 0;
