@@ -24,6 +24,11 @@ pub const TASK_VAR: &str = "DAICHO_TASK_ID";
 pub const RUN_VARS: [&str; 5] =
     [TASK_VAR, "DAICHO_CORRECTION", "DAICHO_IDEMPOTENCY_KEY", "DAICHO_ATTEMPT", "DAICHO_ACTION"];
 
+/// The server's credentials (`daicho serve --token`, `--worker-token`): a run never gets them
+/// from daicho's environment, so an agent cannot use the access token to act for a person over
+/// HTTP (S13).
+pub const CREDENTIAL_VARS: [&str; 2] = ["DAICHO_TOKEN", "DAICHO_WORKER_TOKEN"];
+
 /// How long the output pipes are waited for once every process of the run is gone: a process
 /// that escaped an unsupervised run may hold them open.
 const PIPE_GRACE: Duration = Duration::from_secs(5);
@@ -159,7 +164,7 @@ pub fn supervised() -> bool {
 pub async fn run(spec: Spec<'_>) -> Result<Exited, RunError> {
     let Some((program, args)) = spec.argv.split_first() else { return Err(RunError::NoCommand) };
     let (mut command, supervised) = command_for(program, args);
-    for var in RUN_VARS.iter().chain(&crate::supervise::RECORD_VARS) {
+    for var in RUN_VARS.iter().chain(&crate::supervise::RECORD_VARS).chain(&CREDENTIAL_VARS) {
         command.env_remove(var);
     }
     if supervised && let Some(record) = &spec.record_to {

@@ -43,6 +43,9 @@ pub struct ServerOptions {
     pub bind: SocketAddr,
     /// The access token every request must carry (required for a non-loopback address).
     pub token: Option<String>,
+    /// A second token, for workers and agents: it reads and claims, heartbeats, completes,
+    /// fails and pushes tasks, but acts for no person (S13). Needs `token`.
+    pub worker_token: Option<String>,
     /// Japanese labels (locale `ja`).
     pub ja: bool,
     /// The largest request body accepted, in bytes.
@@ -59,6 +62,7 @@ impl Default for ServerOptions {
         ServerOptions {
             bind: SocketAddr::from(([127, 0, 0, 1], 7878)),
             token: None,
+            worker_token: None,
             ja: false,
             body_limit: 1024 * 1024,
             public_url: None,
@@ -79,6 +83,16 @@ pub enum ServerError {
     /// The access token is too short to protect anything.
     #[error("the access token must have at least 16 characters")]
     WeakToken,
+    /// A worker token without an access token: every request on loopback would act for a
+    /// person all the same.
+    #[error(
+        "a worker token needs an access token (--token, DAICHO_TOKEN) for the people: without it, any request \
+         on loopback acts for a person"
+    )]
+    WorkerTokenAlone,
+    /// The worker token is the access token, or too short.
+    #[error("the worker token must have at least 16 characters and differ from the access token")]
+    WeakWorkerToken,
     /// The public URL is not an `http` or `https` origin.
     #[error("the public URL must be http(s)://host[:port], without a path: '{0}'")]
     BadPublicUrl(String),
@@ -141,6 +155,13 @@ pub async fn bind<S: Store + 'static>(
         Some(token) if token.chars().count() < 16 => return Err(ServerError::WeakToken),
         _ => {}
     }
+    match (&options.worker_token, &options.token) {
+        (Some(_), None) => return Err(ServerError::WorkerTokenAlone),
+        (Some(worker), Some(token)) if worker.chars().count() < 16 || worker == token => {
+            return Err(ServerError::WeakWorkerToken);
+        }
+        _ => {}
+    }
     let public = match options.public_url.as_deref().filter(|u| !u.trim().is_empty()) {
         Some(url) => {
             Some(security::SiteOrigin::public_url(url).ok_or_else(|| ServerError::BadPublicUrl(url.into()))?)
@@ -150,7 +171,7 @@ pub async fn bind<S: Store + 'static>(
     let listener = tokio::net::TcpListener::bind(options.bind)
         .await
         .map_err(|source| ServerError::Bind { addr: options.bind, source })?;
-    let rules = security::Rules::new(options.token.clone(), public);
+    let rules = security::Rules::new(options.token.clone(), options.worker_token.clone(), public);
     let (closing, closing_rx) = tokio::sync::watch::channel(false);
     let csrf = security::random_token();
     let state = Arc::new(AppState { engine, csrf, rules, options, metrics, closing: closing_rx });

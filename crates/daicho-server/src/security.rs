@@ -5,6 +5,10 @@
 //!   without one, only requests naming a loopback host (or the host of the configured public
 //!   URL) are answered, against DNS rebinding. The same rule covers the pages, the API,
 //!   `/metrics` and `/mcp`.
+//! - **A worker's token acts for no person (S13).** With a worker token besides the access
+//!   token, a request carrying it as a bearer may read and do what a worker does (claim,
+//!   heartbeat, complete, fail, push, `/mcp`), nothing a person does (edit, approve, reject,
+//!   pause, the web forms): 403 ([`worker_may`]).
 //! - **No page of another origin acts for the person (S13).** A state-changing request (any
 //!   method but GET and HEAD) is refused when the browser says it comes from another site
 //!   (`Sec-Fetch-Site: cross-site` or `same-site`) or names another origin (`Origin`, `null`
@@ -211,6 +215,24 @@ fn is_write(method: &Method) -> bool {
     method != Method::GET && method != Method::HEAD
 }
 
+/// What a request carrying the worker token may do (S13): read anything, and do what a worker
+/// does — claim, heartbeat, complete, fail and push tasks, and everything `/mcp` offers (its
+/// tools are a worker's) — but none of what a person does.
+fn worker_may(method: &Method, path: &str) -> bool {
+    if !is_write(method) || path == "/mcp" || path.starts_with("/mcp/") {
+        return true;
+    }
+    if method != Method::POST {
+        return false;
+    }
+    let segments: Vec<&str> = path.split('/').collect();
+    match segments.as_slice() {
+        ["", "api", "v1", "claim" | "push"] => true,
+        ["", "api", "v1", "tasks", id, "heartbeat" | "complete" | "fail"] => !id.is_empty(),
+        _ => false,
+    }
+}
+
 /// Under `/api`: errors are JSON.
 fn under_api(path: &str) -> bool {
     path == "/api" || path.starts_with("/api/")
@@ -228,29 +250,33 @@ pub(crate) struct Refusal {
     pub(crate) message: &'static str,
 }
 
-/// What the guard knows of the server: the access token and the public URL's origin.
+/// What the guard knows of the server: the access token, the worker token and the public URL's
+/// origin.
 #[derive(Debug, Default)]
 pub(crate) struct Rules {
     token: Option<String>,
     /// [`session_of`] the token: what the cookie must carry.
     session: Option<String>,
+    /// The token of workers and agents, which acts for no person (S13).
+    worker: Option<String>,
     public: Option<SiteOrigin>,
 }
 
 impl Rules {
-    /// The rules of a server with this access token and public origin.
-    pub(crate) fn new(token: Option<String>, public: Option<SiteOrigin>) -> Rules {
+    /// The rules of a server with this access token, worker token and public origin.
+    pub(crate) fn new(token: Option<String>, worker: Option<String>, public: Option<SiteOrigin>) -> Rules {
         let session = token.as_deref().map(session_of);
-        Rules { token, session, public }
+        Rules { token, session, worker, public }
     }
 
     /// Decides whether a request may reach its route. Pure: the method, path and headers are
     /// all it looks at.
     pub(crate) fn admit(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<(), Refusal> {
-        let bearer_ok = match &self.token {
-            Some(token) => bearer(headers).is_some_and(|b| same_secret(b, token)),
-            None => false,
+        let carries = |secret: &Option<String>| {
+            secret.as_deref().is_some_and(|secret| bearer(headers).is_some_and(|b| same_secret(b, secret)))
         };
+        let (person, worker) = (carries(&self.token), carries(&self.worker));
+        let bearer_ok = person || worker;
         match (&self.token, &self.session) {
             (Some(_), Some(session)) => {
                 let by_cookie = || cookie(headers, TOKEN_COOKIE).is_some_and(|c| same_secret(c, session));
@@ -269,6 +295,12 @@ impl Rules {
                     });
                 }
             }
+        }
+        if worker && !worker_may(method, path) {
+            return Err(Refusal {
+                status: StatusCode::FORBIDDEN,
+                message: "refused: a worker's token acts for no person (S13); it reads, claims, heartbeats, completes, fails and pushes tasks, and serves /mcp; edits, approvals, rejections and the kill switch need the access token",
+            });
         }
         if !is_write(method) {
             return Ok(());
@@ -547,7 +579,7 @@ mod tests {
     #[test]
     fn i2_with_a_token_any_host_and_bearer_writes_of_any_type() {
         let token = "0123456789abcdef-token";
-        let rules = Rules::new(Some(token.into()), None);
+        let rules = Rules::new(Some(token.into()), None, None);
         let admit = |method: Method, pairs: &[(&'static str, &str)]| {
             rules.admit(&method, "/api/v1/push", &headers(pairs)).map_err(|r| r.status.as_u16())
         };
@@ -571,6 +603,59 @@ mod tests {
         let cross = [("authorization", format!("Bearer {token}")), ("origin", "http://evil.example".into())];
         let cross: Vec<_> = cross.iter().map(|(k, v)| (*k, v.as_str())).collect();
         assert_eq!(admit(Method::POST, &cross), Err(403));
+    }
+
+    /// S13: with a worker token besides the access token, a request carrying it reads and does
+    /// what a worker does, and nothing a person does (403); the access token still does all; a
+    /// wrong token nothing (401). The worker token is no cookie and opens no session.
+    #[test]
+    fn s13_a_workers_token_acts_for_no_person() {
+        let (token, worker) = ("0123456789abcdef-person", "0123456789abcdef-worker");
+        let rules = Rules::new(Some(token.into()), Some(worker.into()), None);
+        let admit = |method: Method, path: &str, secret: &str| {
+            let auth = format!("Bearer {secret}");
+            let pairs = [("authorization", auth.as_str()), ("content-type", "application/json")];
+            rules.admit(&method, path, &headers(&pairs)).map_err(|r| r.status.as_u16())
+        };
+        let workers = [
+            (Method::GET, "/api/v1/tasks/T-1"),
+            (Method::GET, "/"),
+            (Method::GET, "/metrics"),
+            (Method::POST, "/api/v1/claim"),
+            (Method::POST, "/api/v1/push"),
+            (Method::POST, "/api/v1/tasks/T-1/heartbeat"),
+            (Method::POST, "/api/v1/tasks/T-1/complete"),
+            (Method::POST, "/api/v1/tasks/T-1/fail"),
+            (Method::POST, "/mcp"),
+            (Method::DELETE, "/mcp"),
+        ];
+        for (method, path) in workers {
+            assert_eq!(admit(method.clone(), path, worker), Ok(()), "{method} {path}");
+            assert_eq!(admit(method.clone(), path, token), Ok(()), "{method} {path}");
+        }
+        let persons = [
+            (Method::PATCH, "/api/v1/tasks/T-1"),
+            (Method::POST, "/api/v1/tasks/T-1/approve"),
+            (Method::POST, "/api/v1/tasks/T-1/reject"),
+            (Method::POST, "/t/T-1/edit"),
+            (Method::POST, "/t/T-1/fix"),
+            (Method::POST, "/t/T-1/approve"),
+            (Method::POST, "/t/T-1/reject"),
+            (Method::POST, "/approvals/decide"),
+            (Method::POST, "/pause"),
+            (Method::POST, "/resume"),
+            (Method::POST, "/api/v1/tasks/T-1/heartbeat/x"),
+            (Method::POST, "/api/v1/tasks//complete"),
+            (Method::PUT, "/api/v1/claim"),
+        ];
+        for (method, path) in persons {
+            assert_eq!(admit(method.clone(), path, worker), Err(403), "{method} {path}");
+        }
+        assert_eq!(admit(Method::PATCH, "/api/v1/tasks/T-1", token), Ok(()));
+        assert_eq!(admit(Method::GET, "/", "0123456789abcdef-wrong!"), Err(401));
+        let cookie = format!("{TOKEN_COOKIE}={}", session_of(worker));
+        let by_cookie = rules.admit(&Method::GET, "/", &headers(&[("cookie", &cookie)]));
+        assert_eq!(by_cookie.map_err(|r| r.status.as_u16()), Err(401), "no session from the worker token");
     }
 
     #[test]

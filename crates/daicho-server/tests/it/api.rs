@@ -532,6 +532,86 @@ async fn i2_a_non_loopback_bind_without_a_token_refuses_to_start() {
     assert!(daicho_server::bind(engine, strong, Default::default()).await.is_ok());
 }
 
+/// S13: a worker token acts for no person. A server refuses to start with one and no access
+/// token, or one that is the access token or short. A remote worker carrying it claims,
+/// heartbeats, pushes and completes over HTTP; its PATCH, approve, reject and pause are refused
+/// (403) and change nothing; the access token does them.
+#[tokio::test]
+async fn s13_a_workers_token_claims_and_completes_but_acts_for_no_person() {
+    let (token, worker) = ("0123456789abcdef-person", "0123456789abcdef-worker");
+    for (person, workers) in [(None, worker), (Some(token), token), (Some(token), "short")] {
+        let options = ServerOptions {
+            token: person.map(str::to_owned),
+            worker_token: Some(workers.to_owned()),
+            bind: "127.0.0.1:0".parse().expect("addr"),
+            ..ServerOptions::default()
+        };
+        let store_dir = tempfile::tempdir().expect("dir");
+        let store = std::sync::Arc::new(
+            daicho_sqlite::SqliteStore::open(store_dir.path().join("l.db"), Default::default())
+                .await
+                .expect("open"),
+        );
+        let config = daicho_engine::Config::parse(crate::CONFIG, "test.toml").expect("config");
+        let engine = std::sync::Arc::new(daicho_engine::Engine::new(store, config, None));
+        let refused = daicho_server::bind(engine, options, Default::default()).await;
+        assert!(
+            matches!(refused, Err(ServerError::WorkerTokenAlone | ServerError::WeakWorkerToken)),
+            "{person:?} {workers}: {refused:?}"
+        );
+    }
+    let options = ServerOptions {
+        token: Some(token.into()),
+        worker_token: Some(worker.into()),
+        ..ServerOptions::default()
+    };
+    let server = TestServer::start(options).await;
+    let ids =
+        server.push(vec![item("first", "PJ-01", "work", "ai"), item("second", "PJ-01", "work", "ai")]).await;
+    let send = |method: reqwest::Method, path: &str, secret: &str, body: Value| {
+        server.client.request(method, server.url(path)).bearer_auth(secret).json(&body).send()
+    };
+    let post = reqwest::Method::POST;
+    let claimed =
+        send(post.clone(), "/api/v1/claim", worker, json!({ "worker": "box:1" })).await.expect("claim");
+    assert_eq!(claimed.status().as_u16(), 200);
+    let claim: Value = claimed.json().await.expect("json");
+    assert_eq!(claim["task"]["id"], ids[0].to_string(), "{claim}");
+    let at = |what: &str| format!("/api/v1/tasks/{}/{what}", ids[0]);
+    let beat = send(post.clone(), &at("heartbeat"), worker, json!({ "worker": "box:1", "attempt": 1 })).await;
+    assert_eq!(beat.expect("heartbeat").status().as_u16(), 200);
+    let pushed =
+        send(post.clone(), "/api/v1/push", worker, json!([{ "title": "found" }])).await.expect("push");
+    assert_eq!(pushed.status().as_u16(), 200, "{:?}", pushed.text().await);
+    let before = server.store.get(ids[1]).await.expect("get").expect("row");
+    let person_only = [
+        (
+            reqwest::Method::PATCH,
+            format!("/api/v1/tasks/{}", ids[1]),
+            json!({ "status": "done", "by": "boss" }),
+        ),
+        (post.clone(), format!("/api/v1/tasks/{}/approve", ids[1]), json!({ "by": "boss" })),
+        (post.clone(), format!("/api/v1/tasks/{}/reject", ids[1]), json!({ "reason": "no", "by": "boss" })),
+    ];
+    for (method, path, body) in &person_only {
+        let refused = send(method.clone(), path, worker, body.clone()).await.expect("send");
+        assert_eq!(refused.status().as_u16(), 403, "{method} {path}");
+        let said: Value = refused.json().await.expect("json");
+        assert!(said["error"].as_str().expect("error").contains("acts for no person"), "{said}");
+    }
+    let paused = server.client.post(server.url("/pause")).bearer_auth(worker).form(&[("reason", "x")]).send();
+    assert_eq!(paused.await.expect("pause").status().as_u16(), 403);
+    assert_eq!(server.store.get(ids[1]).await.expect("get").expect("row"), before, "nothing changed");
+    assert_eq!(server.store.paused().await.expect("paused"), None);
+    let body = json!({ "worker": "box:1", "attempt": 1, "result": "done remotely" });
+    let completed = send(post.clone(), &at("complete"), worker, body).await.expect("complete");
+    assert_eq!(completed.status().as_u16(), 200);
+    let (method, path, body) = &person_only[0];
+    let edited = send(method.clone(), path, token, body.clone()).await.expect("patch");
+    assert_eq!(edited.status().as_u16(), 200, "the access token acts for a person");
+    assert_eq!(server.store.get(ids[1]).await.expect("get").expect("row").status, Status::Done);
+}
+
 #[tokio::test]
 async fn i2_with_a_token_every_request_must_carry_it() {
     let token = "0123456789abcdef-token";

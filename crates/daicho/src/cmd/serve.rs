@@ -47,6 +47,11 @@ pub struct WebArgs {
     /// --bind is not a loopback address.
     #[arg(long, env = "DAICHO_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// A second token, for remote workers and agents (at least 16 characters; needs --token):
+    /// it reads, claims, heartbeats, completes, fails and pushes tasks, and serves /mcp, but
+    /// acts for no person (no edit, approval, rejection or pause).
+    #[arg(long, env = "DAICHO_WORKER_TOKEN", hide_env_values = true)]
+    pub worker_token: Option<String>,
     /// The URL people open the web UI at when it is not http://<bind address>, e.g.
     /// https://daicho.example.com behind a TLS proxy: its origin counts as the server's own for
     /// form posts and API writes, and without a token its host is answered besides loopback.
@@ -66,6 +71,7 @@ impl WebArgs {
         let options = daicho_server::ServerOptions {
             bind: self.bind,
             token: self.token.clone().filter(|t| !t.is_empty()),
+            worker_token: self.worker_token.clone().filter(|t| !t.is_empty()),
             ja,
             public_url: self.public_url.clone().filter(|u| !u.is_empty()),
             ..daicho_server::ServerOptions::default()

@@ -260,6 +260,32 @@ fn s13_a_push_never_registers_closed_work_but_a_ticked_checklist_line_is_done() 
     assert_eq!(statuses, ["done", "pending"]);
 }
 
+/// S13: the server's tokens (`DAICHO_TOKEN`, `DAICHO_WORKER_TOKEN`) in daicho's environment never
+/// reach a run: an agent cannot use the access token to act for a person over HTTP.
+#[test]
+fn s13_a_run_never_gets_the_servers_tokens() {
+    let ledger = Ledger::new();
+    let script = ledger.script(
+        "env.sh",
+        "cat > /dev/null\necho \"token=${DAICHO_TOKEN:-none} worker=${DAICHO_WORKER_TOKEN:-none} other=${OTHER:-none}\"\n",
+    );
+    ledger.file(
+        "daicho.toml",
+        format!("[[action]]\nname = \"env\"\nkind = \"command\"\ncommand = [\"{script}\"]\n"),
+    );
+    ledger.run(&["add", "show the environment", "--action", "env"]).ok();
+    let out = ledger
+        .command(&["run", "T-0001", "--json"])
+        .env("DAICHO_TOKEN", "0123456789abcdef-person")
+        .env("DAICHO_WORKER_TOKEN", "0123456789abcdef-worker")
+        .env("OTHER", "kept")
+        .output()
+        .expect("daicho runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result = &ledger.tasks()[0].result;
+    assert_eq!(result.trim(), "token=none worker=none other=kept");
+}
+
 /// S13: an agent that runs `daicho` from inside its run (a coding agent using the shell it was
 /// given) acts for no person: closing, ticking, correcting, approving, adding, pausing, running a
 /// task as a person does (`daicho run`) and closing its own row are each refused, naming the run, and the ledger keeps nothing of them;
