@@ -509,16 +509,21 @@ fn i3_the_exposition_check_refuses_a_gauge_beside_a_counter_of_its_name() {
     assert_eq!(exposition_problems(fine), Ok(()));
 }
 
+/// An engine over a fresh ledger in `dir`, for a server to be bound (or refused) with.
+async fn engine_in(
+    dir: &tempfile::TempDir,
+) -> std::sync::Arc<daicho_engine::Engine<daicho_sqlite::SqliteStore>> {
+    let store = std::sync::Arc::new(
+        daicho_sqlite::SqliteStore::open(dir.path().join("l.db"), Default::default()).await.expect("open"),
+    );
+    let config = daicho_engine::Config::parse(crate::CONFIG, "test.toml").expect("config");
+    std::sync::Arc::new(daicho_engine::Engine::new(store, config, None))
+}
+
 #[tokio::test]
 async fn i2_a_non_loopback_bind_without_a_token_refuses_to_start() {
     let store_dir = tempfile::tempdir().expect("dir");
-    let store = std::sync::Arc::new(
-        daicho_sqlite::SqliteStore::open(store_dir.path().join("l.db"), Default::default())
-            .await
-            .expect("open"),
-    );
-    let config = daicho_engine::Config::parse(crate::CONFIG, "test.toml").expect("config");
-    let engine = std::sync::Arc::new(daicho_engine::Engine::new(store, config, None));
+    let engine = engine_in(&store_dir).await;
     let options = ServerOptions { bind: "0.0.0.0:0".parse().expect("addr"), ..ServerOptions::default() };
     let refused =
         daicho_server::bind(std::sync::Arc::clone(&engine), options.clone(), Default::default()).await;
@@ -547,14 +552,7 @@ async fn s13_a_workers_token_claims_and_completes_but_acts_for_no_person() {
             ..ServerOptions::default()
         };
         let store_dir = tempfile::tempdir().expect("dir");
-        let store = std::sync::Arc::new(
-            daicho_sqlite::SqliteStore::open(store_dir.path().join("l.db"), Default::default())
-                .await
-                .expect("open"),
-        );
-        let config = daicho_engine::Config::parse(crate::CONFIG, "test.toml").expect("config");
-        let engine = std::sync::Arc::new(daicho_engine::Engine::new(store, config, None));
-        let refused = daicho_server::bind(engine, options, Default::default()).await;
+        let refused = daicho_server::bind(engine_in(&store_dir).await, options, Default::default()).await;
         assert!(
             matches!(refused, Err(ServerError::WorkerTokenAlone | ServerError::WeakWorkerToken)),
             "{person:?} {workers}: {refused:?}"
