@@ -236,7 +236,7 @@ async fn patch<S: Store + 'static>(
     let Json(body) = body?;
     let edit = person_edit(body.status.as_deref(), body.correction, body.run)?;
     let actor = human(body.by, "api")?;
-    let task = state.store().edit(id, edit, actor, jiff::Timestamp::now()).await?;
+    let task = state.edit_as_person(id, edit, actor).await?;
     Ok(Json(TaskJson::from(&task)))
 }
 

@@ -129,6 +129,26 @@ impl<S> AppState<S> {
     {
         self.engine.store()
     }
+
+    /// A person's edit of a row from the web UI or the API, made as `daicho set` makes it: where
+    /// this server runs tasks of a named ledger, the run of a daicho gone from this machine that
+    /// the edit stops has its leftovers killed and its fence cleared at once
+    /// ([`daicho_engine::edit_as_person`], S14).
+    async fn edit_as_person(
+        &self,
+        id: daicho_core::TaskId,
+        edit: daicho_core::edit::TaskEdit,
+        actor: daicho_core::Actor,
+    ) -> Result<daicho_core::Task, daicho_store::StoreError>
+    where
+        S: Store + 'static,
+    {
+        let now = jiff::Timestamp::now();
+        match daicho_engine::supervise::ledger() {
+            Some(ledger) => daicho_engine::edit_as_person(self.store(), ledger, id, edit, actor, now).await,
+            None => self.store().edit(id, edit, actor, now).await,
+        }
+    }
 }
 
 /// A server bound to its address, not yet serving.

@@ -1191,7 +1191,7 @@ async fn fix<S: Store + 'static>(
             return Err(PageError(StatusCode::BAD_REQUEST, format!("'{other}' is not a fix (retry, drop)")));
         }
     };
-    state.store().edit(id, edit, web_actor(), jiff::Timestamp::now()).await?;
+    state.edit_as_person(id, edit, web_actor()).await?;
     Ok(Redirect::to(&task_href(&id.to_string())).into_response())
 }
 
@@ -1268,7 +1268,7 @@ async fn edit<S: Store + 'static>(
     let (status, correction, run) = form.changes();
     let edit = api::person_edit(status.as_deref(), correction, run)?;
     // The store writes only what differs: an unchanged form writes no journal entry.
-    state.store().edit(id, edit, web_actor(), jiff::Timestamp::now()).await?;
+    state.edit_as_person(id, edit, web_actor()).await?;
     Ok(back_to(&back, task_href(&id.to_string())).into_response())
 }
 

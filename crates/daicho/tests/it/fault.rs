@@ -365,6 +365,48 @@ fn s14_doctor_finds_a_run_whose_owner_is_gone_before_its_lease_ends() {
     assert_eq!((task.status.as_str(), task.lease_owner.as_deref()), ("pending", None));
 }
 
+/// S14: a person's move over HTTP (`PATCH /api/v1/tasks/{id}`) of a run whose daicho is gone from
+/// this machine does what `daicho set` does: what is left of the run here is killed and no fence
+/// is left for the lease's 10 minutes.
+#[test]
+fn s14_a_persons_move_over_http_of_a_run_whose_daicho_is_gone_leaves_no_fence() {
+    use std::io::{Read as _, Write as _};
+    let ledger = Ledger::new();
+    config(&ledger, "10m", "60s");
+    ledger.run(&["add", "long work", "--action", "work"]).ok();
+    let mut run = spawn(&ledger, &["run", "T-0001"], &[]);
+    pid_of(&ledger, "T-0001.1.pid");
+    signal_group(&run, "-KILL");
+    run.wait().unwrap();
+    let port = crate::serve::free_port();
+    let mut serve = spawn(&ledger, &["serve", "--bind", &format!("127.0.0.1:{port}")], &[]);
+    let body = r#"{"status": "pending", "by": "hanako"}"#;
+    let patch = || -> Option<String> {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        write!(
+            stream,
+            "PATCH /api/v1/tasks/T-0001 HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        Some(response)
+    };
+    let mut answer = None;
+    wait_for("serve to answer", Duration::from_secs(20), || {
+        answer = patch();
+        answer.is_some()
+    });
+    signal(&serve, "-TERM");
+    let _ = serve.wait();
+    let answer = answer.unwrap();
+    assert!(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let task = &ledger.tasks()[0];
+    assert_eq!((task.status.as_str(), task.lease_owner.as_deref()), ("pending", None));
+}
+
 /// S14: a SQLite write lock held by another process for 20 s (twice the busy timeout) makes the
 /// worker wait (backoff) and go on, not exit; every task completes once.
 #[test]
