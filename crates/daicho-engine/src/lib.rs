@@ -1373,6 +1373,9 @@ impl<S: Store + 'static> Engine<S> {
     /// of the task overlaps it (S14, self-fencing). A store error is retried until then.
     async fn keep_lease(&self, id: TaskId, attempt: u32, mut expires: Timestamp) -> Ended {
         let lease = self.config.policy.lease;
+        // Time left before `fence`, by the engine's clock.
+        let left_before =
+            |fence: Timestamp| Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
         let every =
             Duration::try_from(lease / 3).unwrap_or(Duration::from_secs(60)).max(Duration::from_millis(100));
         // How the run ends when its row says the claim is gone: stopped by a person (the row
@@ -1402,7 +1405,7 @@ impl<S: Store + 'static> Engine<S> {
             // may have passed long before a whole sleep of `wait` ends (S14).
             let slept = tokio::time::Instant::now();
             loop {
-                let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
+                let left = left_before(fence);
                 if left.is_zero() {
                     tracing::warn!(task = %id, attempt, "run stopped: the lease could not be renewed before {fence}");
                     return Ended::LeaseLost;
@@ -1425,7 +1428,7 @@ impl<S: Store + 'static> Engine<S> {
                 }
                 tokio::time::sleep(rest.min(left).min(FENCE_CHECK)).await;
             }
-            let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
+            let left = left_before(fence);
             let until = self.now() + lease;
             match tokio::time::timeout(left, self.store.heartbeat(id, attempt, &self.worker, until)).await {
                 Ok(Ok(())) => {
@@ -1433,7 +1436,7 @@ impl<S: Store + 'static> Engine<S> {
                     wait = every;
                 }
                 Ok(Err(StoreError::LeaseLost { .. })) => {
-                    let left = Duration::try_from(fence.duration_since(self.now())).unwrap_or(Duration::ZERO);
+                    let left = left_before(fence);
                     let read =
                         tokio::time::timeout(left.max(Duration::from_secs(1)), self.store.get(id)).await;
                     return match read {

@@ -225,7 +225,7 @@ impl<S: Store + 'static> Engine<S> {
         found: Option<serde_json::Value>,
         tokens: Option<(u64, u64)>,
     ) -> Result<RemoteEnd, StoreError> {
-        let (task, action) = match self.run_action(id, attempt).await {
+        let (task, action) = match self.open_run_action(id, attempt, worker, "a success").await {
             Ok(action) => {
                 let status =
                     self.config.action(&action).map_or(Status::Review, |a| a.spec.on_success.status());
@@ -238,7 +238,6 @@ impl<S: Store + 'static> Engine<S> {
                 (self.finish_remote(id, attempt, worker, end).await?, action)
             }
             Err(StoreError::LeaseLost { .. }) => {
-                self.release_stopped(id, attempt, worker, "a success").await?;
                 let same = |row: &Task, _: &RunRecord| row.result == result;
                 self.recorded_run(id, attempt, worker, RunOutcome::Success, same).await?
             }
@@ -277,14 +276,10 @@ impl<S: Store + 'static> Engine<S> {
         worker: &str,
         error: String,
     ) -> Result<Task, StoreError> {
-        let current = match self.run_action(id, attempt).await {
+        let current = match self.open_run_action(id, attempt, worker, "a failure").await {
             Ok(_) => {
                 let end = RunEnd::Failure { error: error.clone(), timeout: false };
                 self.finish_remote(id, attempt, worker, end).await
-            }
-            Err(StoreError::LeaseLost { .. }) => {
-                self.release_stopped(id, attempt, worker, "a failure").await?;
-                Err(StoreError::LeaseLost { id, attempt })
             }
             Err(e) => Err(e),
         };
@@ -298,24 +293,31 @@ impl<S: Store + 'static> Engine<S> {
         }
     }
 
-    /// The end of a remote run whose record is no longer open, reported by its worker: when a
-    /// person moved the row out of `running` during the run, the row kept the run's lease as a
-    /// fence, and this end clears it (S14), so the task may run again at once instead of when
-    /// the lease runs out. The report itself is still answered as no longer current: nothing
-    /// of the run is recorded on the row. Any other stale end writes nothing here.
-    async fn release_stopped(
+    /// The action of the run whose end (`reported`) `worker` reports, while its record is open
+    /// ([`Engine::run_action`]); [`StoreError::LeaseLost`] otherwise. A record no longer open may
+    /// be of a run a person stopped by moving its row out of `running`: the row kept the run's
+    /// lease as a fence, and this end clears it first (S14), so the task may run again at once
+    /// instead of when the lease runs out. Nothing of the report is recorded on the row then;
+    /// any other stale end writes nothing.
+    async fn open_run_action(
         &self,
         id: TaskId,
         attempt: u32,
         worker: &str,
         reported: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<String, StoreError> {
+        match self.run_action(id, attempt).await {
+            Err(StoreError::LeaseLost { .. }) => {}
+            other => return other,
+        }
         // The run's record is closed, so the row is not `running` under this attempt: the end
         // can only clear the fence of a run a person stopped (`plan_finish`), or be refused.
         let end = RunEnd::Interrupted { reason: format!("its remote worker reported its end ({reported})") };
         match self.finish_remote(id, attempt, worker, end).await {
             // Refused: the end of a run a person stopped clears its fence and answers so.
-            Ok(_) | Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(()),
+            Ok(_) | Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => {
+                Err(StoreError::LeaseLost { id, attempt })
+            }
             Err(e) => Err(e),
         }
     }

@@ -466,7 +466,12 @@ pub fn scan_attempts(ledger: &str, task: &str, attempt: u32, spare_supervisors: 
         let environ = match std::fs::read(format!("/proc/{pid}/environ")) {
             Ok(environ) => environ,
             // Gone meanwhile.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(3) => continue,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) =>
+            {
+                continue;
+            }
             Err(_) => {
                 scan.unreadable += 1;
                 continue;
