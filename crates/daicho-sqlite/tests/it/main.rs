@@ -263,6 +263,31 @@ mod sqlite_specifics {
         assert_eq!(ready.tasks.len(), 1, "T-0002 still waits for T-0001 after a reopen");
     }
 
+    /// I5: under a stream of small commits the WAL is checkpointed at 1,000 frames (by the WAL
+    /// hook, which replaces SQLite's automatic checkpoint) and then written again from its top,
+    /// in place: the file reaches about 1,000 frames and never grows past them by more than a
+    /// commit's worth (without the checkpoint it grows to the truncation limit, 1,500 frames).
+    #[tokio::test]
+    async fn i5_small_commits_are_checkpointed_and_rewrite_the_wal_in_place() {
+        let backend = SqliteBackend::temp();
+        let options =
+            SqliteOptions { durability: daicho_sqlite::Durability::Normal, ..SqliteOptions::default() };
+        let store = SqliteStore::open(backend.dir.path().join("ledger.db"), options).await.unwrap();
+        let wal = backend.dir.path().join("ledger.db-wal");
+        let frame = 4096 + 24;
+        let mut largest = 0;
+        for n in 0..2500 {
+            store.set_cursor("stream", &format!("{n}")).await.unwrap();
+            largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+        }
+        assert!(largest >= 990 * frame, "the stream filled the WAL to its checkpoint: {largest} bytes");
+        assert!(
+            largest <= 1010 * frame,
+            "checkpointed at 1,000 frames, then rewritten in place: {largest} bytes"
+        );
+        assert_eq!(store.cursor("stream").await.unwrap().as_deref(), Some("2499"));
+    }
+
     /// I3: a write that grows the WAL past its limit truncates it, but never waits on a reader
     /// for it: with another connection holding a snapshot, a large write returns well within the
     /// busy timeout and the WAL stays; once the reader is gone, the next write truncates it.

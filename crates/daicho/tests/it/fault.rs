@@ -800,6 +800,23 @@ fn i5_s14_a_worker_syncs_each_run_once_and_spools_its_end_unsynced() {
     assert_eq!(std::fs::read_dir(&spool).map_or(0, |d| d.count()), 0, "recorded ends leave the spool");
 }
 
+/// I5: a worker does not look at the WAL file between its commits. A `stat` of it after each
+/// commit (to see whether it grew large) made the next write's time stamp a fine-grained one
+/// (Linux's multigrain time stamps), so every commit's `fdatasync` wrote the file's inode as well
+/// as its pages: a second device write per claim. The WAL hook counts the log's frames instead.
+#[test]
+fn i5_a_worker_does_not_look_at_the_wal_between_its_commits() {
+    let ledger = Ledger::new();
+    quick_action(&ledger, "cat > /dev/null\necho ok\n");
+    let (output, calls) = ledger.traced("stat,lstat,fstat,newfstatat,statx", &["worker", "--once", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(ledger.tasks().iter().all(|t| t.status == "done"), "{:?}", ledger.tasks());
+    let looks: Vec<&String> = calls.iter().filter(|l| l.contains("ledger.db-wal")).collect();
+    // Five runs take six commits; opening the connection looks at the WAL four times (whether
+    // it exists, and SQLite's own looks), and no commit looks again.
+    assert!(looks.len() <= 4, "{} looks at the WAL over six commits:\n{looks:#?}", looks.len());
+}
+
 /// S14, D3: a run's end the ledger cannot record promptly (its write lock held by another
 /// process for 3 s) is synced to disk in the spool, file and directory, before it is recorded,
 /// so that it outlasts a loss of power during the outage.
