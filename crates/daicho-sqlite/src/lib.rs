@@ -100,8 +100,12 @@ struct Inner {
     /// claims with the same scope over and over, and building the statement's text was a few per
     /// cent of a claim.
     head_sql: Mutex<Option<(ClaimScope, Arc<str>)>>,
-    /// A truncation of the WAL was held up by a reader ([`truncate_a_large_wal`]): until one
-    /// succeeds, each commit looks at the file's size.
+    /// The WAL file may be larger than [`WAL_TRUNCATE_BYTES`] ([`truncate_a_large_wal`]): each
+    /// queued commit looks at its size until it is not. Set when the store is made (another
+    /// process may have left it large: its truncation held up by a reader, then the log started
+    /// again at the top of the file, and no frame count says so any more), after a commit
+    /// outside the queue that left the log large (a migration), and while a truncation is held
+    /// up by a reader.
     wal_may_be_large: AtomicBool,
 }
 
@@ -193,7 +197,7 @@ impl SqliteStore {
     fn new(path: PathBuf, options: SqliteOptions, immutable: bool) -> SqliteStore {
         let idle = Mutex::new(Vec::new());
         let (writes, head_sql) = (commit::Queue::default(), Mutex::new(None));
-        let wal_may_be_large = AtomicBool::new(false);
+        let wal_may_be_large = AtomicBool::new(true);
         let inner = Inner { path, options, immutable, idle, writes, head_sql, wal_may_be_large };
         SqliteStore { inner: Arc::new(inner) }
     }
@@ -310,6 +314,12 @@ impl SqliteStore {
                 None => open_connection(&inner.path, &inner.options, inner.immutable)?,
             };
             let result = f(&mut conn);
+            // A commit here (a migration, a purge) is not the queue's: its frame count is not
+            // left for the next queued commit on this thread to take as its own, and a large
+            // one has the next queued commit look at the file.
+            if WAL_FRAMES.take() > WAL_TRUNCATE_FRAMES {
+                inner.wal_may_be_large.store(true, Ordering::Relaxed);
+            }
             if conn.is_autocommit()
                 && let Ok(mut idle) = inner.idle.lock()
             {
@@ -487,8 +497,9 @@ const CHECKPOINT_FRAMES: c_int = 1000;
 /// write (an import, a push, a sync), or small ones while a reader held the log, truncate it.
 const WAL_TRUNCATE_FRAMES: c_int = 1500;
 
-/// The size of a WAL file that [`truncate_a_large_wal`] truncates when it looks at the file.
-const WAL_TRUNCATE_BYTES: u64 = 6 << 20;
+/// The size of a WAL of [`WAL_TRUNCATE_FRAMES`] frames of 4 KiB pages (its header, then each
+/// frame's header and page), which [`truncate_a_large_wal`] truncates when it looks at the file.
+const WAL_TRUNCATE_BYTES: u64 = 32 + WAL_TRUNCATE_FRAMES as u64 * (24 + 4096);
 
 thread_local! {
     /// The frames in the log after the last commit on this thread ([`wal_committed`]), taken by
@@ -520,8 +531,9 @@ fn wal_committed(wal: &rusqlite::hooks::Wal, frames: c_int) -> rusqlite::Result<
 /// leftover 85 MB WAL made every `daicho show` read 20,000 frames, about 30 ms. Best effort and
 /// never waiting: while a reader (a page of `serve`, another worker) still needs the WAL, the
 /// checkpoint gives up at once and a later write tries again, looking at the file's size until
-/// a truncation succeeds (`may_be_large`). Small writes never pay it, so a single `add` stays at
-/// one fsync, and look at nothing (see [`wal_committed`]).
+/// a truncation succeeds (`may_be_large`, set too for a store's first commit). Small writes
+/// never pay it, so a single `add` stays at one fsync, and after a store's first commit they
+/// look at nothing (see [`wal_committed`]).
 fn truncate_a_large_wal(
     conn: &Connection,
     wal: &Path,

@@ -263,6 +263,46 @@ mod sqlite_specifics {
         assert_eq!(ready.tasks.len(), 1, "T-0002 still waits for T-0001 after a reopen");
     }
 
+    /// I3: a WAL another process left large (its truncation held up by a reader, then the log
+    /// started again at the top of the file, so no frame count says it is large any more) is
+    /// truncated by the first write of the next store that opens the ledger.
+    #[tokio::test]
+    async fn i3_a_wal_another_process_left_large_is_truncated_by_the_next_stores_first_write() {
+        let backend = SqliteBackend::temp();
+        let path = backend.dir.path().join("ledger.db");
+        let wal = backend.dir.path().join("ledger.db-wal");
+        let wal_size = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        let store = SqliteStore::open(&path, SqliteOptions::default()).await.unwrap();
+        let reader = rusqlite::Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader.query_row("SELECT count(*) FROM task", [], |r| r.get(0)).unwrap();
+        let items = (0..20_000)
+            .map(|n| daicho_core::Item::new(&format!("row {n} of a batch large enough"), "s"))
+            .collect();
+        let actor = daicho_core::Actor::System;
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        store
+            .upsert(Batch { items, actor, now, file: "x".into(), unknown_deps: UnknownDeps::Refuse })
+            .await
+            .unwrap();
+        drop(store);
+        reader.execute_batch("COMMIT").unwrap();
+        drop(reader);
+        // Another tool folds the log into the file and writes again: the log starts at the top
+        // of the WAL, which keeps its size.
+        let other = rusqlite::Connection::open(&path).unwrap();
+        let _: (i64, i64, i64) = other
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap();
+        other.execute("INSERT INTO setting (name, value) VALUES ('other', 'x')", []).unwrap();
+        assert!(wal_size() > 4 << 20, "the WAL keeps its size: {} bytes", wal_size());
+        // (`other` stays open, idle: closed last, it would fold and remove the WAL itself.)
+        let store = SqliteStore::open(&path, SqliteOptions::default()).await.unwrap();
+        store.set_cursor("next", "1").await.unwrap();
+        assert!(wal_size() <= 4 << 20, "the next store's first write truncates it: {} bytes", wal_size());
+        drop(other);
+    }
+
     /// I5: under a stream of small commits the WAL is checkpointed at 1,000 frames (by the WAL
     /// hook, which replaces SQLite's automatic checkpoint) and then written again from its top,
     /// in place: the file reaches about 1,000 frames and never grows past them by more than a

@@ -813,8 +813,9 @@ fn i5_a_worker_does_not_look_at_the_wal_between_its_commits() {
     assert!(ledger.tasks().iter().all(|t| t.status == "done"), "{:?}", ledger.tasks());
     let looks: Vec<&String> = calls.iter().filter(|l| l.contains("ledger.db-wal")).collect();
     // Five runs take six commits; opening the connection looks at the WAL four times (whether
-    // it exists, and SQLite's own looks), and no commit looks again.
-    assert!(looks.len() <= 4, "{} looks at the WAL over six commits:\n{looks:#?}", looks.len());
+    // it exists, and SQLite's own looks), the store's first commit once (another process may
+    // have left it large), and no other commit looks again.
+    assert!(looks.len() <= 5, "{} looks at the WAL over six commits:\n{looks:#?}", looks.len());
 }
 
 /// S14, D3: a run's end the ledger cannot record promptly (its write lock held by another
