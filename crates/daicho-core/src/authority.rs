@@ -74,6 +74,8 @@ pub enum PersonField {
     /// producer naming it would match a person's rows and fill their cells — an action, the `ai`
     /// tag — so that an agent runs them.
     ManualSource,
+    /// The cells a person wrote (`by_person`, S13): only a person's export says which they are.
+    ByPerson,
     /// A new row's status `done` or `dropped`, pushed: only a person closes work (S13). A
     /// pushed row born closed would satisfy at once a dep that another task waits for. (A
     /// pulled checklist's `[x]` and an imported file's done lines are a person's own ticks.)
@@ -94,6 +96,7 @@ impl PersonField {
             PersonField::RunAt => "run_at",
             PersonField::Failures => "failures",
             PersonField::ManualSource => "source",
+            PersonField::ByPerson => "by_person",
             PersonField::Closed => "status",
         }
     }
@@ -106,6 +109,7 @@ impl PersonField {
             PersonField::Result => item.result == row.result,
             PersonField::RunAt => item.run_at == row.run_at,
             PersonField::Failures => item.failures == row.failures,
+            PersonField::ByPerson => item.person_cells == row.person_cells,
             // Never ignored: such an item is refused whole, whoever writes it.
             PersonField::ManualSource | PersonField::Closed => false,
         }
@@ -128,6 +132,9 @@ impl PersonField {
         }
         if item.failures != 0 {
             fields.push(PersonField::Failures);
+        }
+        if !item.person_cells.is_empty() {
+            fields.push(PersonField::ByPerson);
         }
         if item.source.trim().eq_ignore_ascii_case(MANUAL_SOURCE) {
             fields.push(PersonField::ManualSource);
@@ -246,6 +253,24 @@ pub struct PersonCells(u16);
 impl PersonCells {
     /// No cell.
     pub const NONE: PersonCells = PersonCells(0);
+
+    /// The cells `names` name (`body`, `type`, …), as an export writes them: a list, or one
+    /// comma-separated text (a CSV cell, a Markdown segment).
+    ///
+    /// # Errors
+    ///
+    /// The first name no cell has, with the names there are.
+    pub fn parse_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<PersonCells, String> {
+        let mut cells = PersonCells::NONE;
+        for name in names.into_iter().flat_map(|n| n.split(',')).map(str::trim).filter(|n| !n.is_empty()) {
+            let Some(cell) = SourceCell::parse(name) else {
+                let known: Vec<&str> = SourceCell::ALL.iter().map(|c| c.name()).collect();
+                return Err(format!("by_person: '{name}' is not a cell (one of {})", known.join(", ")));
+            };
+            cells = cells.union(PersonCells::of([cell]));
+        }
+        Ok(cells)
+    }
 
     /// Whether no cell is in the set (by reference, for serde's `skip_serializing_if`).
     pub fn is_empty(&self) -> bool {

@@ -17,7 +17,7 @@ use crate::task::{Status, Tags};
 /// `ref_id` is the id as written in the source: a ledger id (`T-500`, kept when free) or a
 /// source-local one (`t1` in a tasks.json) that `deps` of other items in the same batch may
 /// name. `deps` are such references too. `line` is the item's line in its file, for errors.
-/// `file` and `line` say where the item stands, for errors. The fields `run`, `result`, `run_at`, `correction` and `failures` are only used when the item
+/// `file` and `line` say where the item stands, for errors. The fields `run`, `result`, `run_at`, `correction`, `failures` and `person_cells` are only used when the item
 /// creates a new row (an import of an exported ledger); a patch never carries them (M4).
 ///
 /// Its serde form (every field optional, `file` left out) is how a run's found tasks wait in
@@ -70,6 +70,10 @@ pub struct Item {
     pub tags: Tags,
     /// Failure count (new rows only).
     pub failures: u32,
+    /// The cells a person wrote (`by_person`; new rows only): an export of the ledger carries
+    /// them so that `import --ledger` keeps them the person's (S13). Only a person's batch sets
+    /// them.
+    pub person_cells: crate::authority::PersonCells,
     /// An aggregate whose body and evidence overwrite the row's on every sync (M6).
     pub refresh: bool,
     /// The text the dedupe key is made from when it is not `title`: an aggregate's title with

@@ -877,6 +877,7 @@ fn clear_person_fields(task: &mut Task) {
     task.run_at = None;
     task.correction.clear();
     task.failures = 0;
+    task.person_cells = PersonCells::NONE;
 }
 
 /// What a [`Decider`] keeps of a dedupe key or a reference over the whole input: a 128-bit
@@ -1047,6 +1048,7 @@ fn new_row(id: TaskId, item: &Item, key: String, deps: Vec<TaskId>, now: Timesta
     task.deps = deps;
     task.tags = item.tags.clone();
     task.failures = item.failures;
+    task.person_cells = item.person_cells;
     task.refresh = item.refresh;
     task
 }

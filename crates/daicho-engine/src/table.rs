@@ -179,7 +179,6 @@ pub fn task_detail(task: &Task, ja: bool) -> String {
         (("attempt", "試行"), task.attempt.to_string()),
         (("key", "キー"), task.key.clone()),
         (("lease", "リース"), lease.unwrap_or_default()),
-        (("by_person", "人が記入"), task.person_cells.to_string()),
         (("updated_at", "更新日時"), task.updated_at.to_string()),
     ];
     let rows: Vec<((&str, &str), String)> =

@@ -2,9 +2,10 @@
 //!
 //! Columns, in the order a person sees them: `id, status, run, title, body, source, evidence,
 //! due, assignee, type, priority, not_before, action, result, run_at, correction, deps, tags,
-//! project, failures, refresh`. Japanese headers (`タスクID, 状態, ▶AI実行, タスク, 内容, 発生源,
-//! 根拠, 期限, 担当, 分類, 優先度, 開始, AI機能, 実行結果, 実行日時, 修正指示, 依存, タグ, 案件,
-//! 失敗回数, 集約`) are accepted too. Only `title` is required; columns may come in any order.
+//! project, failures, refresh, by_person`. Japanese headers (`タスクID, 状態, ▶AI実行, タスク, 内容,
+//! 発生源, 根拠, 期限, 担当, 分類, 優先度, 開始, AI機能, 実行結果, 実行日時, 修正指示, 依存, タグ,
+//! 案件, 失敗回数, 集約, 人が記入`) are accepted too. `by_person` names the cells a person wrote
+//! (S13), comma separated. Only `title` is required; columns may come in any order.
 //! A row with neither id nor title is a blank line and is ignored (M9).
 
 use crate::error::InputError;
@@ -13,7 +14,7 @@ use crate::item::Item;
 use crate::task::{Status, Tags, Task};
 
 /// The columns, in order, with their English and Japanese headers.
-pub const COLUMNS: [(&str, &str); 21] = [
+pub const COLUMNS: [(&str, &str); 22] = [
     ("id", "タスクID"),
     ("status", "状態"),
     ("run", "▶AI実行"),
@@ -35,6 +36,7 @@ pub const COLUMNS: [(&str, &str); 21] = [
     ("project", "案件"),
     ("failures", "失敗回数"),
     ("refresh", "集約"),
+    ("by_person", "人が記入"),
 ];
 
 /// Other spellings a header may use.
@@ -347,6 +349,7 @@ pub(crate) fn set_column(item: &mut Item, column: &str, value: &str) -> Result<(
             item.failures = trimmed.parse().map_err(|_| format!("'{trimmed}' is not a count"))?;
         }
         "refresh" => item.refresh = parse_bool(trimmed)?,
+        "by_person" => item.person_cells = crate::authority::PersonCells::parse_names([trimmed])?,
         _ => {}
     }
     Ok(())
@@ -378,6 +381,7 @@ pub fn cells(t: &Task, ja: bool) -> [String; COLUMNS.len()] {
         t.project.clone(),
         t.failures.to_string(),
         t.refresh.to_string(),
+        t.person_cells.to_string(),
     ]
 }
 

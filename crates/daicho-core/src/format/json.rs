@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::authority::PersonCells;
 use crate::error::InputError;
 use crate::format::{ItemDefaults, finish_item, parse_date, parse_timestamp};
 use crate::item::Item;
@@ -64,6 +65,8 @@ struct WireItem {
     failures: Option<u32>,
     #[serde(default)]
     refresh: Option<bool>,
+    #[serde(default)]
+    by_person: Option<StringOrList>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -342,10 +345,15 @@ fn to_item(wire: WireItem, line: usize) -> Result<Item, String> {
         failures: wire.failures.unwrap_or(0),
         refresh: wire.refresh.unwrap_or(false),
         key_title: None,
+        person_cells: match wire.by_person {
+            Some(names) => PersonCells::parse_names(names.into_vec().iter().map(String::as_str))?,
+            None => PersonCells::NONE,
+        },
     })
 }
 
-/// A task in the export document: the visible fields plus `failures` and `refresh`.
+/// A task in the export document: the visible fields plus `failures`, `refresh` and the cells a
+/// person wrote (`by_person`, left out when none).
 #[derive(Debug, Serialize)]
 pub(crate) struct ExportTask<'a> {
     id: String,
@@ -370,6 +378,8 @@ pub(crate) struct ExportTask<'a> {
     tags: Vec<&'a str>,
     failures: u32,
     refresh: bool,
+    #[serde(skip_serializing_if = "PersonCells::is_empty")]
+    by_person: PersonCells,
 }
 
 /// Renders tasks as a tasks document (`{"tasks": […]}`), pretty-printed, that [`parse`] reads
@@ -439,6 +449,7 @@ pub(crate) fn export_task(t: &Task) -> ExportTask<'_> {
         tags: t.tags.iter().collect(),
         failures: t.failures,
         refresh: t.refresh,
+        by_person: t.person_cells,
     }
 }
 

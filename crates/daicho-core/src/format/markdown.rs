@@ -276,6 +276,7 @@ enum Field {
     Failures,
     Refresh,
     Run,
+    ByPerson,
 }
 
 fn field_of(key: &str) -> Option<Field> {
@@ -299,6 +300,7 @@ fn field_of(key: &str) -> Option<Field> {
         "失敗回数" | "failures" => Field::Failures,
         "集約" | "refresh" => Field::Refresh,
         "実行" | "run" => Field::Run,
+        "人が記入" | "by_person" => Field::ByPerson,
         _ => return None,
     };
     Some(field)
@@ -345,6 +347,7 @@ fn set_field(item: &mut Item, tags: &mut Tags, key: &str, value: &str) -> Result
         }
         Field::Refresh => item.refresh = parse_bool(value)?,
         Field::Run => item.run = parse_bool(value)?,
+        Field::ByPerson => item.person_cells = crate::authority::PersonCells::parse_names([value])?,
     }
     Ok(())
 }
@@ -534,6 +537,7 @@ fn render_line(task: &Task, out: &mut String) {
     if task.run {
         segment("実行", "true");
     }
+    segment("人が記入", &task.person_cells.to_string());
     let free: Vec<&str> = task.tags.iter().filter(|t| *t != TAG_AI && *t != TAG_EXTERNAL).collect();
     segment("タグ", &free.join(","));
     if task.tags.contains(TAG_AI) {

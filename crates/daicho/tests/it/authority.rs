@@ -97,6 +97,7 @@ fn s13_push_and_import_refuse_a_persons_fields_and_change_nothing() {
         ("result", "\"sent\""),
         ("failures", "2"),
         ("run_at", "\"2026-11-30T00:00:00Z\""),
+        ("by_person", "[\"body\"]"),
     ] {
         let item = format!("[{{\"title\":\"new\"}},\n {{\"title\":\"carrier\",\"{field}\":{value}}}]");
         let pushed = ledger.run_with_input(&["push", "--source", "bot"], item.as_bytes());
@@ -120,6 +121,36 @@ fn s13_push_and_import_refuse_a_persons_fields_and_change_nothing() {
     assert_eq!(refused.code, 1, "without --ledger the export is a foreign file");
     copy.run(&["import", "--ledger", &path]).ok();
     assert_eq!(copy.export(), exported, "export → import --ledger → export");
+}
+
+/// S13: the cells a person wrote stay theirs through `export` and `import --ledger` (the way a
+/// ledger moves to another file or to PostgreSQL): a cell the person emptied is not filled again
+/// by the next sync in the new ledger, as it is not in the old one.
+#[test]
+fn s13_the_cells_a_person_wrote_stay_theirs_through_export_and_import_ledger() {
+    let setup = |ledger: &Ledger| {
+        ledger.file("daicho.toml", "[[source]]\nname = \"sheet\"\nkind = \"csv\"\npath = \"sheet.csv\"\n");
+        ledger.file("sheet.csv", "title,body,assignee\ncheck the invoice,from the sheet,bob\n");
+    };
+    let ledger = Ledger::new();
+    setup(&ledger);
+    ledger.run(&["sync"]).ok();
+    ledger.run(&["set", "T-0001", "--body", "", "--assignee", "ana"]).ok();
+    ledger.run(&["sync"]).ok();
+    let row = |l: &Ledger| l.tasks().into_iter().next().expect("the row");
+    let mine = row(&ledger);
+    assert_eq!((mine.body.as_str(), mine.assignee.as_str()), ("", "ana"), "the sync keeps a person's cells");
+    for format in ["json", "jsonl", "csv", "md"] {
+        let exported = ledger.run(&["export", "--format", format]).ok().stdout;
+        let copy = Ledger::new();
+        setup(&copy);
+        let path = copy.file(&format!("ledger.{format}"), &exported);
+        copy.run(&["import", "--ledger", &path]).ok();
+        assert_eq!(row(&copy).person_cells, ["body", "assignee"], "{format}: {exported}");
+        copy.run(&["sync"]).ok();
+        let moved = row(&copy);
+        assert_eq!((moved.body.as_str(), moved.assignee.as_str()), ("", "ana"), "{format}: after a sync");
+    }
 }
 
 /// S13: a pulled source's person-only columns are ignored and reported, the rest syncs.

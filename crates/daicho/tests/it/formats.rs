@@ -37,6 +37,8 @@ fn rich() -> Ledger {
     ledger.run(&["set", "T-0003", "--status", "needs_human", "--correction", "ask the owner", "--run"]).ok();
     ledger.run(&["set", "T-501", "--status", "dropped"]).ok();
     ledger.run(&["set", "T-502", "--status", "review"]).ok();
+    // Cells a person wrote (S13): the export carries them as `by_person`.
+    ledger.run(&["set", "T-0002", "--assignee", "ana", "--body", "a person's words"]).ok();
     ledger
 }
 
@@ -62,6 +64,8 @@ fn x3_export_then_import_gives_back_the_same_ledger_in_every_format() {
                 .collect::<Vec<_>>()
         };
         assert_eq!(strip(copy.tasks()), strip(original.tasks()), "{format}: rows differ");
+        let marked = copy.tasks().into_iter().find(|t| t.id == "T-0002").expect("T-0002").person_cells;
+        assert_eq!(marked, ["body", "assignee"], "{format}: the cells a person wrote stay theirs (S13)");
         let reimport = copy.run(&["import", "--ledger", &path, "--json"]).ok();
         let report: serde_json::Value = reimport.json();
         assert_eq!(
