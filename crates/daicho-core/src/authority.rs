@@ -74,7 +74,8 @@ pub enum PersonField {
     /// producer naming it would match a person's rows and fill their cells — an action, the `ai`
     /// tag — so that an agent runs them.
     ManualSource,
-    /// The cells a person wrote (`by_person`, S13): only a person's export says which they are.
+    /// The cells a person wrote (`by_person`, S13): only a person's batch (`import --ledger` of
+    /// an export) gives them to its rows; anyone else's is ignored for them, never refused.
     ByPerson,
     /// A new row's status `done` or `dropped`, pushed: only a person closes work (S13). A
     /// pushed row born closed would satisfy at once a dep that another task waits for. (A
@@ -372,7 +373,11 @@ pub fn screen(authority: Authority, items: &[Item]) -> Screen {
     for (index, item) in items.iter().enumerate() {
         for field in PersonField::set_in(item) {
             let note = FieldNote { index, line: item.line, field };
-            if authority == Authority::Puller && field != PersonField::ManualSource {
+            // `by_person` only keeps cells from sources: a file that names it (a plain import of
+            // one's own export, say) is not refused for it, and no row of it gets the marks.
+            if (authority == Authority::Puller && field != PersonField::ManualSource)
+                || field == PersonField::ByPerson
+            {
                 screen.ignored.push(note);
             } else {
                 screen.refused = Some(note);

@@ -97,7 +97,6 @@ fn s13_push_and_import_refuse_a_persons_fields_and_change_nothing() {
         ("result", "\"sent\""),
         ("failures", "2"),
         ("run_at", "\"2026-11-30T00:00:00Z\""),
-        ("by_person", "[\"body\"]"),
     ] {
         let item = format!("[{{\"title\":\"new\"}},\n {{\"title\":\"carrier\",\"{field}\":{value}}}]");
         let pushed = ledger.run_with_input(&["push", "--source", "bot"], item.as_bytes());
@@ -151,6 +150,16 @@ fn s13_the_cells_a_person_wrote_stay_theirs_through_export_and_import_ledger() {
         let moved = row(&copy);
         assert_eq!((moved.body.as_str(), moved.assignee.as_str()), ("", "ana"), "{format}: after a sync");
     }
+    // Anyone else's file or push that names `by_person` is not refused for it, and gives its rows
+    // no marks: a plain import of the export, a push.
+    let exported = ledger.run(&["export", "--format", "json"]).ok().stdout;
+    let copy = Ledger::new();
+    let path = copy.file("foreign.json", &exported);
+    copy.run(&["import", &path]).ok();
+    assert_eq!(row(&copy).person_cells, Vec::<String>::new(), "a plain import is not a person's");
+    let pushed = br#"[{"title": "pushed", "by_person": ["body"]}]"#;
+    copy.run_with_input(&["push", "--source", "bot"], pushed).ok();
+    assert!(copy.tasks().iter().all(|t| t.person_cells.is_empty()), "{:?}", copy.tasks());
 }
 
 /// S13: a pulled source's person-only columns are ignored and reported, the rest syncs.
