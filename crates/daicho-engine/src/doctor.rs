@@ -34,7 +34,8 @@ pub struct DoctorReport {
 
 impl<S: Store + 'static> Engine<S> {
     /// Finds the stuck states: the kill switch on, runs whose lease expired (lost runs not yet
-    /// counted) or whose owner is gone, ready tasks nothing can run (stalled), external tasks
+    /// counted) or whose owner is gone, rows a person moved out of `running` whose run's daicho
+    /// died before it stopped the run (the fence waits for the lease), ready tasks nothing can run (stalled), external tasks
     /// waiting for approval, tasks parked for a person, and dependency cycles.
     ///
     /// # Errors
@@ -114,6 +115,33 @@ impl<S: Store + 'static> Engine<S> {
                 });
             }
         }
+        let all = store.list(ListFilter::default()).await?;
+        // A row a person moved out of `running` keeps its run's lease as a fence until that run
+        // has stopped (S14); when the run's daicho is gone from this machine, nobody will, and
+        // the row waits for the lease. The person's `set` clears it (`edit_as_person`).
+        for task in &all {
+            let Some(lease) = daicho_core::policy::previous_run(task, now) else { continue };
+            if crate::owner_is_gone(&lease.owner) {
+                findings.push(Finding {
+                    kind: "dead_owner",
+                    task: Some(task.id.to_string()),
+                    explanation: t(
+                        format!(
+                            "{}, moved out of `running` while it ran under {}, a process of this machine that is gone before it stopped the run: nothing runs it again until {}",
+                            task.status, lease.owner, lease.expires_at
+                        ),
+                        format!(
+                            "実行中に{}へ移されましたが、実行を止める前にこのマシンのプロセス {} が終了しました: {} まで再実行されません",
+                            task.status.label(true), lease.owner, lease.expires_at
+                        ),
+                    ),
+                    fix: format!(
+                        "wait until {}, or (what is left of the run here is killed) clear it now: daicho set {} --status {}",
+                        lease.expires_at, task.id, task.status
+                    ),
+                });
+            }
+        }
         let ready = store.ready(now, 5_000).await?;
         let reasons = self.explain_unpaused(&ready.tasks, Role::Auto).await?;
         for (task, reason) in ready.tasks.iter().zip(reasons) {
@@ -158,7 +186,6 @@ impl<S: Store + 'static> Engine<S> {
                 ),
             });
         }
-        let all = store.list(ListFilter::default()).await?;
         let graph: BTreeMap<TaskId, Vec<TaskId>> = all.iter().map(|t| (t.id, t.deps.clone())).collect();
         if let Some(cycle) = daicho_core::dag::find_cycle(&graph) {
             let path: Vec<String> = cycle.iter().map(ToString::to_string).collect();

@@ -363,6 +363,38 @@ fn s14_doctor_finds_a_run_whose_owner_is_gone_before_its_lease_ends() {
     returned_with_no_fence(&ledger);
 }
 
+/// S14, F3: a row a person moved out of `running`, whose run's daicho died before it stopped the
+/// run, keeps the fence its move left for the lease's 10 minutes; doctor names it with its fix,
+/// and the fix (the person's `set`, on this machine) kills what is left and clears the fence.
+#[test]
+fn s14_doctor_finds_a_fence_whose_daicho_is_gone_and_its_fix_clears_it() {
+    let ledger = Ledger::new();
+    config(&ledger, "10m", "60s");
+    ledger.run(&["add", "long work", "--action", "work"]).ok();
+    let mut run = spawn(&ledger, &["run", "T-0001"], &[]);
+    pid_of(&ledger, "T-0001.1.pid");
+    // Frozen, the run's daicho cannot see the move; then it dies before it has stopped the run.
+    signal(&run, "-STOP");
+    ledger.run(&["set", "T-0001", "--status", "pending"]).ok();
+    let moved = &ledger.tasks()[0];
+    assert_eq!((moved.status.as_str(), moved.lease_owner.is_some()), ("pending", true), "the fence stays");
+    signal(&run, "-KILL");
+    run.wait().unwrap();
+    let found = ledger.run(&["doctor", "--json"]);
+    assert_eq!(found.code, 1, "{}", found.stdout);
+    let report: Value = found.json();
+    let findings = report["findings"].as_array().expect("findings");
+    let finding = findings.iter().find(|f| f["kind"] == "dead_owner").unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(finding["task"], "T-0001", "{report}");
+    let fix = finding["fix"].as_str().unwrap();
+    let command = fix.rsplit("clear it now: daicho ").next().unwrap();
+    let args: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(args, ["set", "T-0001", "--status", "pending"], "{fix}");
+    ledger.run(&args).ok();
+    assert_eq!(ledger.run(&["doctor", "--json"]).code, 0, "the fix worked");
+    returned_with_no_fence(&ledger);
+}
+
 /// S14: T-0001, whose daicho was killed while it ran, is back to `pending` with no fence left
 /// for its lease's 10 minutes: its run is gone.
 #[track_caller]
