@@ -9,6 +9,10 @@
 //! | [`Authority::Puller`] | `sync:<source>` (configured sources) | ignored and reported | no |
 //! | [`Authority::Agent`] | `worker:<id>` (runs, remote workers, MCP claims) | refused whole | no |
 //!
+//! The cells a person wrote (`by_person`, [`PersonField::ByPerson`]) come into the ledger only
+//! with a person's batch (`import --ledger` of an export): a producer's or a puller's are ignored
+//! (never refused, so a plain re-import of one's own export still works), an agent's refused.
+//!
 //! A push (`push:<source>`) and an agent also never register a row as `done` or `dropped`
 //! ([`PersonField::Closed`]): only a person closes work, and a row born closed would satisfy a
 //! waiting task's dep at once. A pulled checklist's `[x]` and an imported file's done lines are
@@ -75,7 +79,8 @@ pub enum PersonField {
     /// tag — so that an agent runs them.
     ManualSource,
     /// The cells a person wrote (`by_person`, S13): only a person's batch (`import --ledger` of
-    /// an export) gives them to its rows; anyone else's is ignored for them, never refused.
+    /// an export) gives them to its rows; a producer's or puller's is ignored for them, never
+    /// refused, and an agent's refused (a decomposer's plan is saved as the person's).
     ByPerson,
     /// A new row's status `done` or `dropped`, pushed: only a person closes work (S13). A
     /// pushed row born closed would satisfy at once a dep that another task waits for. (A
@@ -256,17 +261,17 @@ impl PersonCells {
     pub const NONE: PersonCells = PersonCells(0);
 
     /// The cells `names` name (`body`, `type`, …), as an export writes them: a list, or one
-    /// comma-separated text (a CSV cell, a Markdown segment).
+    /// text of names separated as ids are (a CSV cell, a Markdown segment).
     ///
     /// # Errors
     ///
     /// The first name no cell has, with the names there are.
     pub fn parse_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<PersonCells, String> {
         let mut cells = PersonCells::NONE;
-        for name in names.into_iter().flat_map(|n| n.split(',')).map(str::trim).filter(|n| !n.is_empty()) {
-            let Some(cell) = SourceCell::parse(name) else {
+        for name in names.into_iter().flat_map(crate::format::split_refs) {
+            let Some(cell) = SourceCell::parse(&name) else {
                 let known: Vec<&str> = SourceCell::ALL.iter().map(|c| c.name()).collect();
-                return Err(format!("by_person: '{name}' is not a cell (one of {})", known.join(", ")));
+                return Err(format!("'{name}' is not a cell a person writes (one of {})", known.join(", ")));
             };
             cells = cells.union(PersonCells::of([cell]));
         }
@@ -360,7 +365,8 @@ pub struct FieldNote {
 pub struct Screen {
     /// The first person-only field found where the authority refuses the batch.
     pub refused: Option<FieldNote>,
-    /// Person-only fields a puller's items carried; they are not written.
+    /// Person-only fields a puller's items carried, and `by_person` from a producer or a
+    /// puller; they are not written.
     pub ignored: Vec<FieldNote>,
 }
 
@@ -373,10 +379,11 @@ pub fn screen(authority: Authority, items: &[Item]) -> Screen {
     for (index, item) in items.iter().enumerate() {
         for field in PersonField::set_in(item) {
             let note = FieldNote { index, line: item.line, field };
-            // `by_person` only keeps cells from sources: a file that names it (a plain import of
-            // one's own export, say) is not refused for it, and no row of it gets the marks.
+            // `by_person` only keeps cells from sources: a producer's or puller's file that
+            // names it (a plain import of one's own export, say) is not refused for it, and no row
+            // of it gets the marks. An agent's is refused: its plan is saved as the person's.
             if (authority == Authority::Puller && field != PersonField::ManualSource)
-                || field == PersonField::ByPerson
+                || (field == PersonField::ByPerson && authority != Authority::Agent)
             {
                 screen.ignored.push(note);
             } else {

@@ -27,7 +27,7 @@ const SKIPS_SHOWN: usize = 100;
 ///
 /// A file is foreign input unless --ledger says it is an export of your own ledger: a foreign
 /// item that sets run, correction, result, run_at or failures is refused (only a person writes
-/// them). No import approves an external task.
+/// them), and its by_person marks are not kept. No import approves an external task.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The files (`-` reads standard input).
@@ -43,7 +43,8 @@ pub struct Args {
     #[arg(long, short, default_value = "")]
     pub project: String,
     /// The files are an export of your own ledger (`daicho export`): keep the fields only a
-    /// person writes (run, correction, result, run_at, failures); journaled as you.
+    /// person writes (run, correction, result, run_at, failures, and by_person: the cells you
+    /// wrote, which no source writes again); journaled as you.
     #[arg(long)]
     pub ledger: bool,
 }

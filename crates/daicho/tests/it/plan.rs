@@ -149,6 +149,10 @@ fn s13_a_decomposers_plan_cannot_carry_a_persons_fields() {
             r#"{"tasks": [{"title": "outline", "status": "dropped"}]}"#,
             "task #1: status 'done' or 'dropped' is set only by a person",
         ),
+        (
+            r#"{"tasks": [{"title": "outline"}, {"title": "send it", "action": "mail", "by_person": ["action"]}]}"#,
+            "task #2: field 'by_person' is written only by a person",
+        ),
     ];
     for (output, refusal) in cases {
         let ledger = Ledger::new();
