@@ -25,7 +25,7 @@ pub struct TaskId {
 
 impl TaskId {
     /// An id with the number `num`, shown at least four digits wide.
-    pub fn new(num: u64) -> TaskId {
+    pub const fn new(num: u64) -> TaskId {
         TaskId { num, width: DEFAULT_ID_WIDTH }
     }
 

@@ -260,6 +260,25 @@ INSERT INTO run_count (action, shard, runs, successes, failures, running, tokens
     FROM run WHERE outcome <> 'running' GROUP BY action;
 CREATE INDEX IF NOT EXISTS run_running ON run (action) WHERE outcome = 'running';
 "#,
+    // 10 (S14, S9): a run record is `running` only while its row runs that attempt. A person's
+    // move of a running row out of `running` left the record `running` for good before the move
+    // closed it (`ends::run_stopped_by_edit`): such records are closed as interrupted (when the
+    // row last changed) and counted as ended, as `runs::run_end_sql` counts a run's end, so
+    // `stats`, `/metrics` and the counts stop showing them as running. Runs again over itself
+    // finding nothing.
+    r#"
+LOCK TABLE run IN SHARE ROW EXCLUSIVE MODE;
+WITH closed AS (
+    UPDATE run SET outcome = 'interrupted',
+        finished = coalesce((SELECT updated_at FROM task WHERE task.num = run.task), run.started),
+        error = 'stopped by a person, who moved the task out of running during the run (closed when the ledger was upgraded)'
+    WHERE outcome = 'running' AND NOT EXISTS (
+        SELECT 1 FROM task WHERE task.num = run.task AND task.status = 'running' AND task.attempt = run.attempt)
+    RETURNING action)
+INSERT INTO run_count AS c (action, shard, runs, successes, failures, running, tokens_in, tokens_out)
+    SELECT action, 0, count(*), 0, 0, 0, 0, 0 FROM closed GROUP BY action
+    ON CONFLICT (action, shard) DO UPDATE SET runs = c.runs + excluded.runs;
+"#,
 ];
 
 /// Checks, without writing, that the database holds a ledger of this daicho's schema version.

@@ -329,6 +329,17 @@ DROP TABLE journal;
 ALTER TABLE journal_v10 RENAME TO journal;
 CREATE INDEX journal_task ON journal (task, seq);
 "#,
+    // 11 (S14, S9): a run record is `running` only while its row runs that attempt. A person's
+    // move of a running row out of `running` left the record `running` for good before the move
+    // closed it (`ends::run_stopped_by_edit`): such records are closed as interrupted (when the
+    // row last changed), so `stats`, `/metrics` and the counts stop showing them as running.
+    r#"
+UPDATE run SET outcome = 'interrupted',
+    finished = coalesce((SELECT updated_at FROM task WHERE task.num = run.task), started),
+    error = 'stopped by a person, who moved the task out of running during the run (closed when the ledger was upgraded)'
+WHERE outcome = 'running' AND NOT EXISTS (
+    SELECT 1 FROM task WHERE task.num = run.task AND task.status = 'running' AND task.attempt = run.attempt);
+"#,
 ];
 
 /// Checks, without writing, that the ledger's schema is the one this daicho knows (a read-only

@@ -2282,6 +2282,29 @@ pub async fn runs_one_by_one<S: Store>(store: &S, n: usize) {
     }
 }
 
+/// The row of the run [`some_runs`] leaves under way, in a fresh ledger where `some_runs` ran
+/// first: the back half of [`check_a_left_running_record_is_closed`]'s setup moves it out of
+/// `running` as daicho did before such a move closed the run's record (lease cleared, record left
+/// `running`).
+pub const LEFT_RUNNING: TaskId = TaskId::new(4);
+
+/// S14, S9: after `some_runs(store, "before")`, `some_runs(store, "live")`, the old move of
+/// [`LEFT_RUNNING`]'s row and an upgrade, that run's record is closed as interrupted and counted
+/// as ended, the live run (`live 3`) still runs, and the kept counts agree with the records.
+pub async fn check_a_left_running_record_is_closed<S: Store>(store: &S) {
+    let left = store.runs(LEFT_RUNNING).await.expect("runs");
+    assert_eq!(left.iter().map(|r| r.outcome).collect::<Vec<_>>(), [RunOutcome::Interrupted], "{left:?}");
+    assert!(left[0].error.contains("stopped by a person"), "{left:?}");
+    let live = store.runs(TaskId::new(8)).await.expect("runs");
+    assert_eq!(live.iter().map(|r| r.outcome).collect::<Vec<_>>(), [RunOutcome::Running], "{live:?}");
+    check_stats_agree(store, "the upgrade").await;
+    let all = store.stats(Timestamp::UNIX_EPOCH).await.expect("stats");
+    let totals = all.iter().fold((0, 0, 0), |(runs, running, failures), s| {
+        (runs + s.runs, running + s.running, failures + s.failures)
+    });
+    assert_eq!(totals, (8, 1, 4), "8 runs, the live one running, no new failure: {all:?}");
+}
+
 /// Stats since the first run (the kept counts) equal stats since a microsecond later (a pass
 /// over the run records, all of which started after it).
 pub async fn check_stats_agree<S: Store>(store: &S, after: &str) {

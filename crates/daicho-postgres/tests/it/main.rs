@@ -239,6 +239,33 @@ async fn s9_i3_i5_a_ledger_whose_runs_triggers_counted_is_counted_afresh_on_upgr
     assert_eq!(totals, (4, 1), "{all:?}");
 }
 
+/// S14, S9: a ledger of schema version 9, where a person's move of a running row left the run's
+/// record `running` for good, is upgraded with that record closed as interrupted and counted as
+/// ended; a run under way stays running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s14_s9_an_upgraded_ledger_closes_the_run_records_a_persons_move_left_running() {
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let store = PgStore::open(&url).await.expect("open");
+    daicho_store::contract::some_runs(&store, "before").await;
+    daicho_store::contract::some_runs(&store, "live").await;
+    drop(store);
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let task = tokio::spawn(connection);
+    let num = daicho_store::contract::LEFT_RUNNING.num();
+    client
+        .batch_execute(&format!(
+            "UPDATE task SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL WHERE num = {num}; \
+             UPDATE daicho_schema SET version = 9;"
+        ))
+        .await
+        .expect("back to schema 9");
+    let store = PgStore::open(&url).await.expect("open and upgrade");
+    daicho_store::contract::check_a_left_running_record_is_closed(&store).await;
+    drop(client);
+    let _ = task.await;
+}
+
 /// Runs some runs in a fresh ledger, takes it back to an older schema with `back`, opens it (which
 /// upgrades it) and returns its stats since the first run; checks that the kept counts equal a
 /// pass over the runs then and after more runs. `None` without PostgreSQL (opted out).

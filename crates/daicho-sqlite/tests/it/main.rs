@@ -263,6 +263,28 @@ mod sqlite_specifics {
         assert_eq!(ready.tasks.len(), 1, "T-0002 still waits for T-0001 after a reopen");
     }
 
+    /// S14, S9: a ledger of schema version 11, where a person's move of a running row left the
+    /// run's record `running` for good, is upgraded with that record closed as interrupted and
+    /// counted as ended; a run under way stays running.
+    #[tokio::test]
+    async fn s14_s9_an_upgraded_ledger_closes_the_run_records_a_persons_move_left_running() {
+        let backend = SqliteBackend::temp();
+        let store = backend.open().await;
+        daicho_store::contract::some_runs(&store, "before").await;
+        daicho_store::contract::some_runs(&store, "live").await;
+        drop(store);
+        let raw = rusqlite::Connection::open(backend.dir.path().join("ledger.db")).unwrap();
+        let num = daicho_store::contract::LEFT_RUNNING.num();
+        raw.execute_batch(&format!(
+            "UPDATE task SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL WHERE num = {num}; \
+             PRAGMA user_version = 11;"
+        ))
+        .unwrap();
+        drop(raw);
+        let store = backend.open().await;
+        daicho_store::contract::check_a_left_running_record_is_closed(&store).await;
+    }
+
     /// I3: a WAL another process left large (its truncation held up by a reader, then the log
     /// started again at the top of the file, so no frame count says it is large any more) is
     /// truncated by the first write of the next store that opens the ledger.
