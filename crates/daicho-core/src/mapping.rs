@@ -30,7 +30,7 @@ pub const FIELDS: [&str; 14] = [
 ];
 
 /// The fields only a person writes (S13): no source fills them.
-pub const PERSON_ONLY: [&str; 5] = ["run", "correction", "result", "run_at", "failures"];
+pub const PERSON_ONLY: [&str; 6] = ["run", "correction", "result", "run_at", "failures", "by_person"];
 
 /// Why a mapping is not valid (a configuration error: the caller names the source and file).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -314,7 +314,7 @@ impl SqliteStore {
                 None => open_connection(&inner.path, &inner.options, inner.immutable)?,
             };
             let result = f(&mut conn);
-            // A commit here (a migration, a purge) is not the queue's: its frame count is not
+            // A commit here (a migration) is not the queue's: its frame count is not
             // left for the next queued commit on this thread to take as its own, and a large
             // one has the next queued commit look at the file.
             if WAL_FRAMES.take() > WAL_TRUNCATE_FRAMES {

@@ -367,7 +367,7 @@ fn s14_doctor_finds_a_run_whose_owner_is_gone_before_its_lease_ends() {
 /// run, keeps the fence its move left for the lease's 10 minutes; doctor names it with its fix,
 /// and the fix (the person's `set`, on this machine) kills what is left and clears the fence.
 #[test]
-fn s14_doctor_finds_a_fence_whose_daicho_is_gone_and_its_fix_clears_it() {
+fn f3_s14_doctor_finds_a_fence_whose_daicho_is_gone_and_its_fix_clears_it() {
     let ledger = Ledger::new();
     config(&ledger, "10m", "60s");
     ledger.run(&["add", "long work", "--action", "work"]).ok();
