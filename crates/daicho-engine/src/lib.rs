@@ -406,10 +406,12 @@ fn spooled_end(performed: &Performed, worker: &str) -> Option<spool::SpooledEnd>
 pub fn owner_is_gone(owner: &str) -> bool {
     let Some((host, pid)) = owner.rsplit_once(':') else { return false };
     let Ok(pid) = pid.parse::<u32>() else { return false };
-    if host != host_name() {
-        return false;
-    }
-    // A pid may be reused: a living process that is not daicho does not hold the lease either.
+    host == host_name() && daicho_is_gone(pid)
+}
+
+/// Whether the daicho process `pid` of this machine is gone. A pid may be reused: a living
+/// process that is not daicho is not it either.
+pub(crate) fn daicho_is_gone(pid: u32) -> bool {
     match std::fs::read(format!("/proc/{pid}/cmdline")) {
         Ok(cmdline) => !String::from_utf8_lossy(&cmdline).contains("daicho"),
         Err(_) => true,

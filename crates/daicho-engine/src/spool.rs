@@ -243,12 +243,22 @@ impl Spool {
     }
 
     /// Every spooled end, with the files that cannot be read (named, so they can be looked at).
+    /// The temporary file of a write whose daicho was killed before it renamed it into place
+    /// ([`Spool::put`]: `.{task}-{attempt}.{pid}.tmp`) is never renamed now: it is removed.
     pub fn list(&self) -> (Vec<SpooledEnd>, Vec<String>) {
         let mut ends = Vec::new();
         let mut bad = Vec::new();
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return (ends, bad) };
         for entry in entries.flatten() {
             let path = entry.path();
+            if path.extension().is_some_and(|e| e == "tmp") {
+                let writer = path.file_stem().and_then(|s| s.to_str()).and_then(|s| s.rsplit_once('.'));
+                let writer = writer.and_then(|(_, pid)| pid.parse::<u32>().ok());
+                if writer.is_some_and(|pid| pid != std::process::id() && crate::daicho_is_gone(pid)) {
+                    let _ = std::fs::remove_file(&path);
+                }
+                continue;
+            }
             if path.extension().is_none_or(|e| e != "json") {
                 continue;
             }
@@ -265,6 +275,24 @@ impl Spool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// S14: the temporary file of a write whose daicho was killed before its rename is removed
+    /// when the spool is read; one whose writer lives (this process) is left to it.
+    #[test]
+    fn s14_a_killed_writers_temporary_file_is_removed_and_a_living_ones_kept() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spool = Spool::new(dir.path().to_owned());
+        let mut gone = std::process::Command::new("true").spawn().expect("a child");
+        let gone_pid = gone.id();
+        gone.wait().expect("reaped");
+        let dead = dir.path().join(format!(".T-0001-1.{gone_pid}.tmp"));
+        let living = dir.path().join(format!(".T-0002-1.{}.tmp", std::process::id()));
+        std::fs::write(&dead, "{").expect("write");
+        std::fs::write(&living, "{").expect("write");
+        assert_eq!(spool.list(), (Vec::new(), Vec::new()), "a temporary file is no end");
+        assert!(!dead.exists(), "a killed writer's temporary file is removed");
+        assert!(living.exists(), "a living writer's is left to it");
+    }
 
     #[test]
     fn s14_a_spooled_end_survives_and_is_removed_once_recorded() {

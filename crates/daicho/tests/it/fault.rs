@@ -489,9 +489,8 @@ fn s14_a_finished_but_unrecorded_run_is_recorded_not_rerun() {
     wait_for("the run to end", Duration::from_secs(10), || count(&ledger.log_lines(), "end T-0001 1") == 1);
     let spool = ledger.dir.path().join(".daicho/ledger.db.spool");
     // The spool is synced (file and directory): under a loaded disk that can take seconds.
-    wait_for("the end to be spooled", Duration::from_secs(30), || {
-        std::fs::read_dir(&spool).is_ok_and(|d| d.flatten().count() == 1)
-    });
+    // The end's file, renamed into place (not its temporary file, `.….tmp`).
+    wait_for("the end to be spooled", Duration::from_secs(30), || spool.join("T-0001-1.json").exists());
     // daicho dies before it could record the end; then the lock goes.
     let mut run = run;
     signal_group(&run, "-KILL");
