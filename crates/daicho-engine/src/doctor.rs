@@ -92,55 +92,50 @@ impl<S: Store + 'static> Engine<S> {
                 fix: "daicho sweep --role run-requested --max 0   (counts every lost run as one failure; runs nothing)".into(),
             });
         }
-        for task in running.iter().filter(|t| t.lease.as_ref().is_some_and(|l| l.expires_at > now)) {
-            let Some(lease) = &task.lease else { continue };
-            if crate::owner_is_gone(&lease.owner) {
-                findings.push(Finding {
-                    kind: "dead_owner",
-                    task: Some(task.id.to_string()),
-                    explanation: t(
-                        format!(
-                            "running under {}, a process of this machine that is gone: the run is lost (its lease ends at {})",
-                            lease.owner, lease.expires_at
-                        ),
-                        format!(
-                            "このマシンの終了したプロセス {} のもとで実行中: 実行は失われています (リースは {} まで)",
-                            lease.owner, lease.expires_at
-                        ),
-                    ),
-                    fix: format!(
-                        "wait until {} and `daicho sweep --role run-requested --max 0` counts it as a lost run, or (what is left of the run here is killed, and it may run again at once) return it now: daicho set {} --status pending",
-                        lease.expires_at, task.id
-                    ),
-                });
-            }
-        }
         let all = store.list(ListFilter::default()).await?;
-        // A row a person moved out of `running` keeps its run's lease as a fence until that run
-        // has stopped (S14); when the run's daicho is gone from this machine, nobody will, and
-        // the row waits for the lease. The person's `set` clears it (`edit_as_person`).
+        // A live lease whose daicho is gone from this machine: a run that is lost although its
+        // lease has not run out, or the fence a person's move out of `running` left (S14), which
+        // nobody will clear now that the run's daicho is gone. The person's `set` on this machine
+        // kills what is left of the run and clears either (`edit_as_person`).
         for task in &all {
-            let Some(lease) = daicho_core::policy::previous_run(task, now) else { continue };
-            if crate::owner_is_gone(&lease.owner) {
-                findings.push(Finding {
-                    kind: "dead_owner",
-                    task: Some(task.id.to_string()),
-                    explanation: t(
-                        format!(
-                            "{}, moved out of `running` while it ran under {}, a process of this machine that is gone before it stopped the run: nothing runs it again until {}",
-                            task.status, lease.owner, lease.expires_at
-                        ),
-                        format!(
-                            "実行中に{}へ移されましたが、実行を止める前にこのマシンのプロセス {} が終了しました: {} まで再実行されません",
-                            task.status.label(true), lease.owner, lease.expires_at
-                        ),
-                    ),
-                    fix: format!(
-                        "wait until {}, or (what is left of the run here is killed) clear it now: daicho set {} --status {}",
-                        lease.expires_at, task.id, task.status
-                    ),
-                });
+            let Some(lease) = task.lease.as_ref().filter(|l| l.expires_at > now) else { continue };
+            if !crate::owner_is_gone(&lease.owner) {
+                continue;
             }
+            let (owner, until, id) = (&lease.owner, lease.expires_at, task.id);
+            let (explanation, fix) = if task.status == Status::Running {
+                (
+                    t(
+                        format!(
+                            "running under {owner}, a process of this machine that is gone: the run is lost (its lease ends at {until})"
+                        ),
+                        format!(
+                            "このマシンの終了したプロセス {owner} のもとで実行中: 実行は失われています (リースは {until} まで)"
+                        ),
+                    ),
+                    format!(
+                        "wait until {until} and `daicho sweep --role run-requested --max 0` counts it as a lost run, or (what is left of the run here is killed, and it may run again at once) return it now: daicho set {id} --status pending"
+                    ),
+                )
+            } else {
+                (
+                    t(
+                        format!(
+                            "{}, moved out of `running` while it ran under {owner}, a process of this machine that is gone before it stopped the run: nothing runs it again until {until}",
+                            task.status
+                        ),
+                        format!(
+                            "実行中に{}へ移されましたが、実行を止める前にこのマシンのプロセス {owner} が終了しました: {until} まで再実行されません",
+                            task.status.label(true)
+                        ),
+                    ),
+                    format!(
+                        "wait until {until}, or (what is left of the run here is killed) clear it now: daicho set {id} --status {}",
+                        task.status
+                    ),
+                )
+            };
+            findings.push(Finding { kind: "dead_owner", task: Some(id.to_string()), explanation, fix });
         }
         let ready = store.ready(now, 5_000).await?;
         let reasons = self.explain_unpaused(&ready.tasks, Role::Auto).await?;
