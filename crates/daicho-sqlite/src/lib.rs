@@ -19,6 +19,7 @@ mod schema;
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::ffi::c_int;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,7 +39,6 @@ use daicho_store::{
 };
 use jiff::Timestamp;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
-use std::ffi::c_int;
 
 use crate::rows::{COLUMNS, read_task};
 
