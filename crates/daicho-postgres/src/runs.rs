@@ -779,8 +779,9 @@ const END_DEPENDENTS: &str = "UPDATE task SET unmet_deps = unmet_deps - d.c FROM
 /// and attempt, its end (finished, outcome, error, tokens in and out), and whether it counts as a
 /// success and as a failure ([`RunOutcome::is_failure`]). The only statement that ends a run
 /// record (but migration 10, which closed once, at the upgrade, the records a person's move had
-/// left `running`, and counted them the same way), so the counts follow every end (S9, I3); a record already ended is left as it is and
-/// not counted again, and so is every record when the SQL condition `only_if` is false.
+/// left `running`, and counted them the same way), so the counts follow every end (S9, I3); a
+/// record already ended is left as it is and not counted again, and so is every record when the
+/// SQL condition `only_if` is false.
 fn run_end_sql(first: usize, only_if: &str) -> String {
     let [task, attempt, finished, outcome, error, tokens_in, tokens_out, success, failure] =
         std::array::from_fn::<usize, 9, _>(|i| first + i);
