@@ -41,7 +41,7 @@ pub struct IgnoredReport {
     pub line: Option<usize>,
     /// The item's title.
     pub title: String,
-    /// The field (`run`, `correction`, `result`, `run_at`, `failures`).
+    /// The field (`run`, `correction`, `result`, `run_at`, `failures`, `by_person`).
     pub field: &'static str,
 }
 

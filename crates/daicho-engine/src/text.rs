@@ -479,6 +479,22 @@ pub fn imported(files: &str, report: &daicho_store::UpsertReport, shown: usize, 
         Lang::En => format!("imported {files}: {added} added, {updated} updated, {skipped} skipped"),
         Lang::Ja => format!("{files} を取り込みました: 追加 {added}、更新 {updated}、スキップ {skipped}"),
     };
+    if !report.ignored.is_empty() {
+        let mut fields: Vec<&str> = report.ignored.iter().map(|i| i.field).collect();
+        fields.sort_unstable();
+        fields.dedup();
+        let (count, fields) = (report.ignored.len(), fields.join(", "));
+        let _ = match lang {
+            Lang::En => write!(
+                text,
+                "\n  {count} field(s) ignored ({fields}: only a person writes them; `daicho import --ledger` keeps them from an export of your own ledger)"
+            ),
+            Lang::Ja => write!(
+                text,
+                "\n  無視した欄 {count} ({fields}: 人だけが書く欄です。自分の台帳のエクスポートなら `daicho import --ledger` で保たれます)"
+            ),
+        };
+    }
     for skip in report.skipped.iter().take(shown) {
         let at = skip.line.map(|l| format!("line {l}: ")).unwrap_or_default();
         let id = skip.id.map(|i| format!("{i} ")).unwrap_or_default();

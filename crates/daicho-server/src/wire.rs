@@ -2,7 +2,7 @@
 //! promises no wire format. Field names are the ledger's English column names.
 
 use daicho_core::Task;
-use daicho_engine::sync::SkipReport;
+use daicho_engine::sync::{IgnoredReport, SkipReport};
 use daicho_store::{ActionStats, JournalEntry, UpsertReport};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -195,6 +195,10 @@ pub struct ImportJson {
     pub updated_ids: Vec<String>,
     /// Each skipped item and why.
     pub skips: Vec<SkipReport>,
+    /// Fields only a person writes that were not written (`by_person` of a file imported
+    /// without `--ledger`); left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<IgnoredReport>,
 }
 
 impl From<&UpsertReport> for ImportJson {
@@ -206,6 +210,7 @@ impl From<&UpsertReport> for ImportJson {
             added_ids: r.added.iter().map(ToString::to_string).collect(),
             updated_ids: r.updated.iter().map(ToString::to_string).collect(),
             skips: r.skipped.iter().map(SkipReport::from).collect(),
+            ignored: r.ignored.iter().map(IgnoredReport::from).collect(),
         }
     }
 }

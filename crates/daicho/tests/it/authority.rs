@@ -155,8 +155,11 @@ fn s13_the_cells_a_person_wrote_stay_theirs_through_export_and_import_ledger() {
     let exported = ledger.run(&["export", "--format", "json"]).ok().stdout;
     let copy = Ledger::new();
     let path = copy.file("foreign.json", &exported);
-    copy.run(&["import", &path]).ok();
+    let said = copy.run(&["import", &path]).ok().stdout;
+    assert!(said.contains("1 field(s) ignored (by_person") && said.contains("--ledger"), "{said}");
     assert_eq!(row(&copy).person_cells, Vec::<String>::new(), "a plain import is not a person's");
+    let again: Value = copy.run(&["import", &path, "--json"]).ok().json();
+    assert_eq!(again["ignored"][0]["field"], "by_person", "{again}");
     let pushed = br#"[{"title": "pushed", "by_person": ["body"]}]"#;
     copy.run_with_input(&["push", "--source", "bot"], pushed).ok();
     assert!(copy.tasks().iter().all(|t| t.person_cells.is_empty()), "{:?}", copy.tasks());
