@@ -225,11 +225,7 @@ impl SourceReport {
                 "{source}: 読込 {read}、追加 {added}、更新 {updated}、スキップ {skipped}、持ち越し {truncated}"
             ),
         };
-        if !self.ignored.is_empty() {
-            let mut fields: Vec<&str> = self.ignored.iter().map(|i| i.field).collect();
-            fields.sort_unstable();
-            fields.dedup();
-            let (count, fields) = (self.ignored.len(), fields.join(", "));
+        if let Some((count, fields)) = ignored_fields(self.ignored.iter().map(|i| i.field)) {
             let _ = match lang {
                 Lang::En => write!(line, ", {count} field(s) ignored ({fields}: only a person writes them)"),
                 Lang::Ja => write!(line, "、無視した欄 {count} ({fields}: 人だけが書く欄です)"),
@@ -471,19 +467,24 @@ impl SourceRestore {
     }
 }
 
-/// What an import of `files` did: the counts, then up to `shown` skipped items with their line
-/// and reason (`--json` lists every one).
+/// How many person-only fields were ignored, and their names once each, sorted; `None` for none.
+fn ignored_fields<'a>(fields: impl Iterator<Item = &'a str>) -> Option<(usize, String)> {
+    let mut names: Vec<&str> = fields.collect();
+    let count = names.len();
+    names.sort_unstable();
+    names.dedup();
+    (count > 0).then(|| (count, names.join(", ")))
+}
+
+/// What an import of `files` did: the counts, then the person-only fields it did not write, then
+/// up to `shown` skipped items with their line and reason (`--json` lists every one).
 pub fn imported(files: &str, report: &daicho_store::UpsertReport, shown: usize, lang: Lang) -> String {
     let (added, updated, skipped) = (report.added.len(), report.updated.len(), report.skipped.len());
     let mut text = match lang {
         Lang::En => format!("imported {files}: {added} added, {updated} updated, {skipped} skipped"),
         Lang::Ja => format!("{files} を取り込みました: 追加 {added}、更新 {updated}、スキップ {skipped}"),
     };
-    if !report.ignored.is_empty() {
-        let mut fields: Vec<&str> = report.ignored.iter().map(|i| i.field).collect();
-        fields.sort_unstable();
-        fields.dedup();
-        let (count, fields) = (report.ignored.len(), fields.join(", "));
+    if let Some((count, fields)) = ignored_fields(report.ignored.iter().map(|i| i.field)) {
         let _ = match lang {
             Lang::En => write!(
                 text,
