@@ -1184,7 +1184,22 @@ impl<S: Store + 'static> Engine<S> {
         let Some(config) = self.config.action(&request.action) else {
             return Ok(None);
         };
-        let claimed = match self.store.claim(request).await? {
+        let claimed = match self.store.claim(request.clone()).await {
+            // The claim may have committed before a store fault cut off its answer (S14): a row
+            // it took is run, not left to be counted lost once its lease runs out.
+            Err(e) if e.is_retryable() => {
+                match self
+                    .claimed_unanswered(std::slice::from_ref(&request))
+                    .await
+                    .map(|rows| rows.into_iter().next())
+                {
+                    Ok(Some(row)) => ClaimOutcome::Claimed(Box::new(row)),
+                    _ => return Err(e),
+                }
+            }
+            claimed => claimed?,
+        };
+        let claimed = match claimed {
             ClaimOutcome::Claimed(task) => *task,
             ClaimOutcome::NotClaimable | ClaimOutcome::Paused(_) => return Ok(None),
         };
@@ -1299,6 +1314,26 @@ impl<S: Store + 'static> Engine<S> {
         (recorded, next)
     }
 
+    /// The row, when the ledger holds `report`'s end as this worker recorded it: the run record
+    /// of its attempt closed by this worker with the end's outcome (success, failure or timeout:
+    /// only the run's own worker writes those), and no claim since.
+    async fn recorded_earlier(&self, report: &RunReport) -> Result<Option<Task>, StoreError> {
+        let outcome = match report.result {
+            RunResult::Success => RunOutcome::Success,
+            RunResult::Failure => RunOutcome::Failure,
+            RunResult::Timeout => RunOutcome::Timeout,
+            RunResult::LeaseLost | RunResult::Interrupted | RunResult::Stopped => return Ok(None),
+        };
+        match self.recorded_run(report.id, report.attempt, &self.worker, outcome, |_, _| true).await {
+            Ok((row, _)) => {
+                tracing::warn!(task = %report.id, attempt = report.attempt, "a run's end recorded by a commit whose answer was lost");
+                Ok(Some(row))
+            }
+            Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// What follows the record of run ends: the spooled copies of those recorded (or no longer
     /// current) removed, and each run's found tasks pushed. One report per run, in order.
     async fn after_record(
@@ -1317,6 +1352,17 @@ impl<S: Store + 'static> Engine<S> {
                 continue;
             };
             let (id, attempt) = (report.id, report.attempt);
+            // An end an earlier call recorded, whose answer a store fault cut off (the commit
+            // went through, the connection was lost before its reply), comes back stale when
+            // recorded again: it is the ledger's all the same, and what the run found is pushed
+            // (S14, X2).
+            let end = match end {
+                Err(StoreError::LeaseLost { .. }) => match self.recorded_earlier(&report).await? {
+                    Some(row) => Ok(row),
+                    None => end,
+                },
+                end => end,
+            };
             match end {
                 Ok(row) => report.status = Some(row.status),
                 Err(StoreError::LeaseLost { .. }) => {

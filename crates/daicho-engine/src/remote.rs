@@ -10,7 +10,7 @@ use daicho_core::format::ItemDefaults;
 use daicho_core::policy::{ClaimScope, Gate, correction_for_run, idempotency_key};
 use daicho_core::{Actor, Item, Status, Task, TaskId};
 use daicho_store::{
-    Batch, ClaimOutcome, Finish, Pick, RunEnd, RunOutcome, RunRecord, Store, StoreError, UnknownDeps,
+    Batch, ClaimOutcome, Finish, RunEnd, RunOutcome, RunRecord, Store, StoreError, UnknownDeps,
 };
 use jiff::Timestamp;
 
@@ -156,9 +156,28 @@ impl<S: Store + 'static> Engine<S> {
         }
         for _ in 0..CLAIM_LOOKS {
             let (engine, plan) = (Arc::clone(self), plan.clone());
-            let pick: Pick = Box::new(move |tasks: &[Task]| engine.candidates(tasks, &plan));
-            let Some(next) = self.store.claim_next(now, scope.clone(), CLAIM_LOT, CLAIM_SCAN, pick).await?
-            else {
+            let asked = crate::work::Asked::default();
+            let pick = asked.recording(Box::new(move |tasks: &[Task]| engine.candidates(tasks, &plan)));
+            let next = match self.store.claim_next(now, scope.clone(), CLAIM_LOT, CLAIM_SCAN, pick).await {
+                Ok(next) => next,
+                // The claim may have committed before a store fault cut off its answer (S14): a
+                // row it took is this worker's, answered as claimed, not left to be counted lost.
+                Err(e) if e.is_retryable() => {
+                    let tried = asked.take();
+                    match self.claimed_unanswered(&tried).await.map(|rows| rows.into_iter().next()) {
+                        Ok(Some(row)) => {
+                            tracing::warn!(task = %row.id, attempt = row.attempt, "a claim whose answer was lost went through: answered as claimed");
+                            Some(daicho_store::NextClaim {
+                                tried,
+                                outcome: ClaimOutcome::Claimed(Box::new(row)),
+                            })
+                        }
+                        _ => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            };
+            let Some(next) = next else {
                 return Ok(None);
             };
             match next.outcome {

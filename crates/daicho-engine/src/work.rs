@@ -165,6 +165,32 @@ impl Runs {
     }
 }
 
+/// The requests a [`Pick`] made inside a store's call, for the caller to look up should the
+/// call fail: a claim may have committed before a store fault cut off its answer (S14).
+#[derive(Clone, Default)]
+pub(crate) struct Asked(Arc<std::sync::Mutex<Vec<ClaimRequest>>>);
+
+impl Asked {
+    /// `pick`, keeping every request it makes here.
+    pub(crate) fn recording(&self, mut pick: Pick) -> Pick {
+        let asked = self.clone();
+        Box::new(move |tasks: &[Task]| {
+            let tried = pick(tasks);
+            asked.lock().extend_from_slice(&tried);
+            tried
+        })
+    }
+
+    /// The requests kept so far, emptied.
+    pub(crate) fn take(&self) -> Vec<ClaimRequest> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<ClaimRequest>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// A run that panicked, as the error that ends the worker, with the panic's message.
 fn panicked(panic: Box<dyn std::any::Any + Send>) -> StoreError {
     let text = match panic.downcast::<String>() {
@@ -268,6 +294,11 @@ impl<S: Store + 'static> Engine<S> {
             };
         }
         let mut recovered = false;
+        // Claims sent in a call a store fault cut off, whose answer never came: looked up once
+        // the store answers again, and run if they went through (S1, S14).
+        let mut unanswered: Vec<ClaimRequest> = Vec::new();
+        // The requests the one-slot claim's pick made this turn (it runs inside the store's call).
+        let asked = Asked::default();
         // Rows changed by runs since the Markdown sources were last written back (X6): written
         // once the worker has nothing under way, not once per run.
         let mut unwritten = false;
@@ -306,8 +337,30 @@ impl<S: Store + 'static> Engine<S> {
                 }
             }
             let draining = self.stop_level() >= Stop::Drain;
-            let free = if draining { 0 } else { slots - running.len() };
             let mut claimed = 0;
+            // A claim that went through although its answer was lost is this worker's: it runs
+            // now, as if the answer had come, instead of waiting out its lease to be counted a
+            // lost run, a failure of a task that never ran (S4, S14). Returned at once, with no
+            // failure, when the worker is stopping or has no slot for it.
+            if !unanswered.is_empty() {
+                let rows = store!(self.claimed_unanswered(&unanswered).await);
+                unanswered.clear();
+                for task in rows {
+                    match self.config.action(&task.action).cloned() {
+                        Some(action) if !draining && running.len() < slots => {
+                            tracing::warn!(task = %task.id, attempt = task.attempt, "a claim whose answer was lost went through: running it");
+                            let (engine, runner) = (Arc::clone(self), runner.clone());
+                            running.start(async move { engine.perform(task, &action, runner).await });
+                            claimed += 1;
+                        }
+                        _ => {
+                            let reason = "claimed in a commit whose answer was lost, and never started: the claim returned";
+                            store!(self.return_claim(&task, reason).await);
+                        }
+                    }
+                }
+            }
+            let free = if draining { 0 } else { slots - running.len() };
             let mut requests = Vec::new();
             let mut next: Option<(ClaimScope, Pick)> = None;
             // The ledger's kill switch is checked by the claim itself (in its one statement);
@@ -368,6 +421,7 @@ impl<S: Store + 'static> Engine<S> {
             let (recorded, claims) = match next.take() {
                 Some((scope, pick)) => {
                     let window = self.look_per_slot() + failed_here.len();
+                    let pick = asked.recording(pick);
                     let (recorded, next) =
                         self.record_and_claim_next(ended.clone(), scope, window, pick).await;
                     (recorded, Some(as_next(next)))
@@ -433,9 +487,14 @@ impl<S: Store + 'static> Engine<S> {
                         claimed += 1;
                     }
                 }
-                Some(Err(e)) => retry = retry.and(Err(e)),
+                Some(Err(e)) => {
+                    // The call may have committed before its answer was lost (S14).
+                    unanswered.extend(requests.iter().cloned().chain(asked.take()));
+                    retry = retry.and(Err(e));
+                }
                 None => {}
             }
+            asked.take();
             store!(retry);
             if draining && running.is_empty() {
                 if unwritten {
@@ -509,6 +568,42 @@ impl<S: Store + 'static> Engine<S> {
         let Some((scope, plan)) = self.claim_plan(1, failed_here, spread).await? else { return Ok(None) };
         let engine = Arc::clone(self);
         Ok(Some((scope, Box::new(move |tasks: &[Task]| engine.candidates(tasks, &plan)))))
+    }
+
+    /// The rows that claims of `asked` took although their answer never came (a store fault cut
+    /// the call off after its commit: PostgreSQL's COMMIT went through and the connection was
+    /// lost before its reply), read back once the store answers ([`daicho_store::ends::is_claim_of`]).
+    pub(crate) async fn claimed_unanswered(&self, asked: &[ClaimRequest]) -> Result<Vec<Task>, StoreError> {
+        let mut rows: Vec<Task> = Vec::new();
+        for req in asked {
+            if rows.iter().any(|row| row.id == req.id) {
+                continue;
+            }
+            if let Some(row) = self.store.get(req.id).await?
+                && daicho_store::ends::is_claim_of(&row, req)
+            {
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Returns a claim of this worker's that will not run: back to pending, no failure counted,
+    /// the run record closed as interrupted with `reason` (S14). A claim no longer current is
+    /// left as it is.
+    async fn return_claim(&self, task: &Task, reason: &str) -> Result<(), StoreError> {
+        let finish = daicho_store::Finish {
+            id: task.id,
+            attempt: task.attempt,
+            worker: self.worker.clone(),
+            now: self.now(),
+            end: daicho_store::RunEnd::Interrupted { reason: reason.to_owned() },
+            policy: self.config.policy.failures,
+        };
+        match self.store.finish(finish).await {
+            Ok(_) | Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// The rows one free slot looks at and asks for: spare candidates where other workers may

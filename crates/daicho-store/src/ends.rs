@@ -48,6 +48,18 @@ pub fn plan_claim(before: &Task, req: &ClaimRequest) -> Task {
     after
 }
 
+/// Whether `row` is as `req`'s claim left it: `running` under the request's worker since the
+/// request's time (the claim's `run_at`, as stored). A claim whose answer a store fault cut off
+/// (the connection lost after the commit went through) is known by it once the store answers
+/// again (S1, S14): the claim holds, and its worker may run it. Another claim of the row since,
+/// or a person's move, shows a different worker, time or status.
+pub fn is_claim_of(row: &Task, req: &ClaimRequest) -> bool {
+    row.id == req.id
+        && row.status == daicho_core::Status::Running
+        && row.lease.as_ref().is_some_and(|lease| lease.owner == req.worker)
+        && row.run_at.is_some_and(|at| at.as_microsecond() == req.now.as_microsecond())
+}
+
 /// The end `finish` makes of the run on `before`: success sets the result and the action's
 /// status; failure adds one to `failures` and sets `pending`, or `needs_human` at the cap (S3).
 ///
@@ -266,6 +278,34 @@ mod tests {
             end,
             policy: FailurePolicy::default(),
         }
+    }
+
+    #[test]
+    fn s14_a_claim_whose_answer_was_lost_is_known_by_its_row() {
+        let mut before = running();
+        (before.status, before.lease) = (Status::Pending, None);
+        let req = ClaimRequest {
+            id: TaskId::new(7),
+            worker: "w1".into(),
+            action: "build".into(),
+            // Nanoseconds the ledger does not keep: the row holds the time to the microsecond.
+            now: Timestamp::UNIX_EPOCH + SignedDuration::new(60, 123_456_789),
+            lease: SignedDuration::from_mins(5),
+            require_run: false,
+            require_approval: false,
+        };
+        let claimed = crate::codec::as_stored(plan_claim(&before, &req));
+        assert!(is_claim_of(&claimed, &req));
+        assert!(!is_claim_of(&before, &req), "not claimed");
+        let other = ClaimRequest { worker: "w2".into(), ..req.clone() };
+        assert!(!is_claim_of(&claimed, &other), "another worker's claim");
+        let later = ClaimRequest { now: req.now + SignedDuration::from_micros(1), ..req.clone() };
+        assert!(!is_claim_of(&claimed, &later), "a claim of another moment");
+        let mut moved = claimed.clone();
+        moved.status = Status::Review;
+        assert!(!is_claim_of(&moved, &req), "a person moved it out of running");
+        let elsewhere = ClaimRequest { id: TaskId::new(8), ..req };
+        assert!(!is_claim_of(&claimed, &elsewhere), "another row");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::serve::free_port;
 const HELD: usize = 100_000;
 
 /// One HTTP/1.0 POST of a JSON body; the response's body, or `None` while nothing listens.
-fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
+pub(crate) fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     write!(
         stream,

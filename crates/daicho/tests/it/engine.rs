@@ -675,9 +675,9 @@ fn s1_s4_heartbeats_keep_a_long_run_from_counting_as_lost() {
 }
 
 /// A fresh PostgreSQL database for one test, dropped afterwards; `None` with DAICHO_SKIP_PG=1.
-struct PgDatabase {
+pub(crate) struct PgDatabase {
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 fn pg_admin(sql: String) {
@@ -706,7 +706,7 @@ fn pg_run(admin: String, sql: String) {
 }
 
 impl PgDatabase {
-    fn fresh(tag: &str) -> Option<PgDatabase> {
+    pub(crate) fn fresh(tag: &str) -> Option<PgDatabase> {
         if std::env::var("DAICHO_SKIP_PG").is_ok_and(|v| v == "1") {
             return None;
         }

@@ -1,6 +1,7 @@
 //! Integration tests of the `daicho` binary: real processes on a real SQLite ledger file.
 
 mod agents;
+mod answers;
 mod authority;
 #[path = "../../../daicho-server/tests/it/chrome.rs"]
 mod chrome;
