@@ -340,15 +340,22 @@ impl<S: Store + 'static> Engine<S> {
             let mut claimed = 0;
             // A claim that went through although its answer was lost is this worker's: it runs
             // now, as if the answer had come, instead of waiting out its lease to be counted a
-            // lost run, a failure of a task that never ran (S4, S14). Returned at once, with no
-            // failure, when the worker is stopping or has no slot for it.
+            // lost run, a failure of a task that never ran (S4, S14). Its lease is renewed
+            // first (the store may have been out of reach for much of it); it is returned at
+            // once, with no failure, when the worker is stopping or has no slot for it. Each
+            // request stays kept until its row is started or returned, and no longer, so a
+            // store fault on the way looks again at those left and starts none twice.
             if !unanswered.is_empty() {
                 let rows = store!(self.claimed_unanswered(&unanswered).await);
-                unanswered.clear();
+                unanswered.retain(|req| rows.iter().any(|row| row.id == req.id));
                 for task in rows {
+                    let id = task.id;
                     match self.config.action(&task.action).cloned() {
                         Some(action) if !draining && running.len() < slots => {
-                            tracing::warn!(task = %task.id, attempt = task.attempt, "a claim whose answer was lost went through: running it");
+                            let renewed = store!(self.renew_claim(task).await);
+                            unanswered.retain(|req| req.id != id);
+                            let Some(task) = renewed else { continue };
+                            tracing::warn!(task = %id, attempt = task.attempt, "a claim whose answer was lost went through: running it");
                             let (engine, runner) = (Arc::clone(self), runner.clone());
                             running.start(async move { engine.perform(task, &action, runner).await });
                             claimed += 1;
@@ -356,6 +363,7 @@ impl<S: Store + 'static> Engine<S> {
                         _ => {
                             let reason = "claimed in a commit whose answer was lost, and never started: the claim returned";
                             store!(self.return_claim(&task, reason).await);
+                            unanswered.retain(|req| req.id != id);
                         }
                     }
                 }
@@ -586,6 +594,23 @@ impl<S: Store + 'static> Engine<S> {
             }
         }
         Ok(rows)
+    }
+
+    /// Renews the lease of a claim of this worker's found after its answer was lost, for a whole
+    /// lease from now, before its run starts; the row as renewed. `None` when the claim is no
+    /// longer current (a person moved the row, or its lease ran out and was counted).
+    async fn renew_claim(&self, mut task: Task) -> Result<Option<Task>, StoreError> {
+        let until = self.now() + self.config.policy.lease;
+        match self.store.heartbeat(task.id, task.attempt, &self.worker, until).await {
+            Ok(()) => {
+                if let Some(lease) = &mut task.lease {
+                    lease.expires_at = until;
+                }
+                Ok(Some(task))
+            }
+            Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Returns a claim of this worker's that will not run: back to pending, no failure counted,

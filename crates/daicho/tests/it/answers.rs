@@ -8,33 +8,46 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::engine::PgDatabase;
 use crate::{Ledger, TaskJson};
 
 /// Passes PostgreSQL's protocol between clients and the server at `upstream`, and cuts the
-/// answer of every `every`-th COMMIT of a transaction that claimed (up to `most` of them).
+/// answer of every `every`-th COMMIT of a transaction that claimed (up to `most` of them); after
+/// each cut, the server stays out of reach for `outage` (new connections are closed at once).
 struct AnswerCutter {
     port: u16,
     cut: Arc<AtomicUsize>,
 }
 
 impl AnswerCutter {
-    fn start(upstream: &str, every: usize, most: usize) -> AnswerCutter {
+    fn start(upstream: &str, every: usize, most: usize, outage: Duration) -> AnswerCutter {
         let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let port = listener.local_addr().unwrap().port();
         let (commits, cut) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let (upstream, cut_here) = (upstream.to_owned(), Arc::clone(&cut));
+        let down_until: Arc<Mutex<Option<Instant>>> = Arc::default();
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
+                if down_until.lock().unwrap().is_some_and(|until| Instant::now() < until) {
+                    drop(client);
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(&upstream) else { return };
                 // Each message is passed on at once, as the protocol's peers write it.
                 let _ = (client.set_nodelay(true), server.set_nodelay(true));
-                let plan = Plan { commits: Arc::clone(&commits), cut: Arc::clone(&cut_here), every, most };
+                let plan = Plan {
+                    commits: Arc::clone(&commits),
+                    cut: Arc::clone(&cut_here),
+                    every,
+                    most,
+                    outage,
+                    down_until: Arc::clone(&down_until),
+                };
                 plan.relay(client, server);
             }
         });
@@ -52,6 +65,8 @@ struct Plan {
     cut: Arc<AtomicUsize>,
     every: usize,
     most: usize,
+    outage: Duration,
+    down_until: Arc<Mutex<Option<Instant>>>,
 }
 
 /// One protocol message: its type byte (none for the startup message) and its body.
@@ -119,6 +134,7 @@ impl Plan {
                 if kind == Some(b'C') && body.starts_with(b"COMMIT\0") && armed.load(Ordering::SeqCst) {
                     // Committed on the server; the answer is dropped with the connection.
                     self.cut.fetch_add(1, Ordering::SeqCst);
+                    *self.down_until.lock().unwrap() = Some(Instant::now() + self.outage);
                     let _ = c_out.shutdown(Shutdown::Both);
                     let _ = s_in.shutdown(Shutdown::Both);
                     return;
@@ -152,7 +168,7 @@ fn s14_claims_of_several_slots_whose_answer_is_lost_are_run() {
 fn lost_answers_under_a_worker(slots: usize) {
     let Some(db) = PgDatabase::fresh(&format!("answers_{slots}")) else { return };
     let ledger = Ledger::uninitialized();
-    let cutter = AnswerCutter::start("127.0.0.1:5432", 3, 8);
+    let cutter = AnswerCutter::start("127.0.0.1:5432", 3, 8, Duration::ZERO);
     let (database, port) = (db.url.rsplit('/').next().unwrap().to_owned(), cutter.port);
     let url = format!("postgres://postgres@127.0.0.1:{port}/{database}?sslmode=disable");
     let run = |args: &[&str]| {
@@ -216,7 +232,7 @@ fn lost_answers_under_a_worker(slots: usize) {
 fn s14_a_remote_claim_whose_answer_is_lost_is_answered_as_claimed() {
     let Some(db) = PgDatabase::fresh("remote_answers") else { return };
     let ledger = Ledger::uninitialized();
-    let cutter = AnswerCutter::start("127.0.0.1:5432", 2, 6);
+    let cutter = AnswerCutter::start("127.0.0.1:5432", 2, 6, Duration::ZERO);
     let database = db.url.rsplit('/').next().unwrap().to_owned();
     let through = format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", cutter.port);
     let direct = |args: &[&str]| {
@@ -287,7 +303,7 @@ fn s14_a_remote_claim_whose_answer_is_lost_is_answered_as_claimed() {
 fn s14_a_run_whose_claims_answer_is_lost_still_runs_the_task() {
     let Some(db) = PgDatabase::fresh("run_answers") else { return };
     let ledger = Ledger::uninitialized();
-    let cutter = AnswerCutter::start("127.0.0.1:5432", 1, 1);
+    let cutter = AnswerCutter::start("127.0.0.1:5432", 1, 1, Duration::ZERO);
     let database = db.url.rsplit('/').next().unwrap().to_owned();
     let through = format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", cutter.port);
     ledger.file(
@@ -302,4 +318,40 @@ fn s14_a_run_whose_claims_answer_is_lost_still_runs_the_task() {
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let row: TaskJson = ledger.run(&["--db", &db.url, "show", "T-0001", "--json"]).ok().json();
     assert_eq!((row.status.as_str(), row.failures, row.attempt), ("done", 0, 1), "{row:?}");
+}
+
+/// S14, S4: a claim whose answer was lost, found only once the database is back after an outage
+/// of two thirds of its lease, gets a whole lease before its run starts: the run (1 s) is not
+/// stopped for a lease about to run out, and the task ends done, once, with no failure.
+#[test]
+fn s14_a_claim_found_after_an_outage_gets_a_whole_lease_before_it_runs() {
+    let Some(db) = PgDatabase::fresh("answers_outage") else { return };
+    let ledger = Ledger::uninitialized();
+    let cutter = AnswerCutter::start("127.0.0.1:5432", 2, 1, Duration::from_secs(2));
+    let database = db.url.rsplit('/').next().unwrap().to_owned();
+    let through = format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", cutter.port);
+    let script = ledger.script(
+        "slow.sh",
+        "cat > /dev/null\necho \"start $DAICHO_TASK_ID $DAICHO_ATTEMPT\" >> \"$LOG\"\nsleep 1\necho done\n",
+    );
+    ledger.file(
+        "daicho.toml",
+        format!(
+            "[policy]\nlease = \"3s\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\n\
+             command = [\"{script}\"]\nauto = true\non_success = \"done\"\n"
+        ),
+    );
+    ledger.run(&["--db", &db.url, "init", "--no-config"]).ok();
+    for i in 1..=3 {
+        ledger.run(&["--db", &db.url, "add", &format!("job {i}"), "--action", "work", "--tag", "ai"]).ok();
+    }
+    let worker = ledger.run(&["--db", &through, "worker", "--once", "--poll", "100ms"]);
+    assert_eq!(worker.code, 0, "{}", worker.stderr);
+    assert_eq!(cutter.cut(), 1, "a claim's answer was cut");
+    let tasks: Vec<TaskJson> = ledger.run(&["--db", &db.url, "list", "--json"]).ok().json();
+    let lines = ledger.log_lines();
+    for job in &tasks {
+        assert_eq!((job.status.as_str(), job.failures, job.attempt), ("done", 0, 1), "{}: {lines:?}", job.id);
+    }
+    assert_eq!(lines.len(), 3, "each task ran once: {lines:?}");
 }
