@@ -150,15 +150,92 @@ pub struct PatchFields {
     /// Marks the row as an aggregate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refresh: Option<bool>,
-    /// An aggregate's title with its new count (M10), while a person has not renamed it.
+    /// An aggregate's title with its new count (M10), while a person has not renamed it; or a
+    /// person's title brought by their own input.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The row's marks with the cells a person's own input (`import --ledger` of an export,
+    /// its `by_person`) says that person wrote (S13).
+    #[serde(rename = "by_person", skip_serializing_if = "Option::is_none")]
+    pub person_cells: Option<PersonCells>,
 }
 
 impl PatchFields {
     /// Whether the patch writes nothing.
     pub fn is_empty(&self) -> bool {
         *self == PatchFields::default()
+    }
+
+    /// Whether the patch writes a value (not only a person's marks).
+    fn writes_values(&self) -> bool {
+        PatchFields { person_cells: None, ..self.clone() } != PatchFields::default()
+    }
+
+    /// What a person's own input brings into `row` (S13): each cell the item says that person
+    /// wrote (`by_person`) and no person wrote in this row takes the item's value, and the
+    /// row the item's marks; a cell a person wrote here keeps its value. A due date or earliest
+    /// start the person emptied cannot be emptied by a patch, and other deps than the row's are
+    /// not written over them, so such a cell stays the sources'.
+    fn bring_persons(&mut self, row: &Task, item: &Item, deps: &[TaskId]) {
+        fn text(current: &str, offered: &str) -> Option<String> {
+            (current != offered).then(|| offered.to_owned())
+        }
+        let mut marks = row.person_cells;
+        for cell in item.person_cells.iter().filter(|&cell| !row.person_cells.contains(cell)) {
+            let brought = match cell {
+                SourceCell::Project => {
+                    self.project = text(&row.project, &item.project);
+                    true
+                }
+                SourceCell::Title => {
+                    self.title = text(&row.title, &item.title);
+                    true
+                }
+                SourceCell::Body => {
+                    self.body = text(&row.body, &item.body);
+                    true
+                }
+                SourceCell::Evidence => {
+                    self.evidence = text(&row.evidence, &item.evidence);
+                    true
+                }
+                SourceCell::Assignee => {
+                    self.assignee = text(&row.assignee, &item.assignee);
+                    true
+                }
+                SourceCell::WorkType => {
+                    self.work_type = text(&row.work_type, &item.work_type);
+                    true
+                }
+                SourceCell::Action => {
+                    self.action = text(&row.action, item.action.trim());
+                    true
+                }
+                SourceCell::Priority => {
+                    self.priority = (row.priority != item.priority).then_some(item.priority);
+                    true
+                }
+                // Deps are filled as any source fills them (a row without deps), since the DAG
+                // check before the write sees only those; marked when the row's are the item's.
+                SourceCell::Deps => row.deps.is_empty() || row.deps == deps,
+                SourceCell::Tags => {
+                    self.tags = (row.tags != item.tags).then(|| item.tags.clone());
+                    true
+                }
+                SourceCell::Due => {
+                    self.due = item.due.filter(|_| row.due != item.due);
+                    item.due.is_some() || row.due.is_none()
+                }
+                SourceCell::NotBefore => {
+                    self.not_before = item.not_before.filter(|_| row.not_before != item.not_before);
+                    item.not_before.is_some() || row.not_before.is_none()
+                }
+            };
+            if brought {
+                marks = marks.union(PersonCells::of([cell]));
+            }
+        }
+        self.person_cells = (marks != row.person_cells).then_some(marks);
     }
 
     /// Drops what the patch would write into the cells a person wrote (S13, M5, M6).
@@ -186,7 +263,7 @@ impl PatchFields {
     /// is cleared with it, and the row waits in the approval queue again, so a producer never
     /// changes the content of an approved outbound action.
     pub fn apply_to(&self, task: &mut Task) {
-        if !self.is_empty() && !task.approved_by.is_empty() {
+        if self.writes_values() && !task.approved_by.is_empty() {
             task.approved_by.clear();
             task.run = false;
         }
@@ -204,6 +281,7 @@ impl PatchFields {
             tags,
             refresh,
             title,
+            person_cells,
         } = self.clone();
         if let Some(v) = project {
             task.project = v;
@@ -243,6 +321,9 @@ impl PatchFields {
         }
         if let Some(v) = title {
             task.title = v;
+        }
+        if let Some(v) = person_cells {
+            task.person_cells = v;
         }
     }
 }
@@ -832,7 +913,13 @@ impl Decided {
                     let row: &Task = rows.get(id).ok_or(*id)?.borrow();
                     let deps = self.deps[index].clone();
                     let kept = kept_cells(row, item, &deps);
-                    let fields = fill_empty_cells(row, item, deps);
+                    let fields = if self.authority.keeps_person_fields() {
+                        let mut fields = fill_empty_cells(row, item, deps.clone());
+                        fields.bring_persons(row, item, &deps);
+                        fields
+                    } else {
+                        fill_empty_cells(row, item, deps)
+                    };
                     if fields.is_empty() {
                         let reason =
                             if kept.is_empty() { SkipReason::Unchanged } else { SkipReason::Kept(kept) };
@@ -958,6 +1045,7 @@ fn fill_empty_cells(row: &Task, item: &Item, deps: Vec<TaskId>) -> PatchFields {
         tags: (row.tags.is_empty() && !item.tags.is_empty()).then(|| item.tags.clone()),
         refresh: (item.refresh && !row.refresh).then_some(true),
         title: None,
+        person_cells: None,
     };
     if item.refresh {
         // M6: an aggregate's count changes, so its body and evidence are overwritten, and a
@@ -1079,6 +1167,60 @@ mod tests {
         let mut t = Task::new(TaskId::new(n), title, "src", now());
         t.status = status;
         t
+    }
+
+    /// S13: a person's own input (`import --ledger` of their export) brings into a row that is
+    /// already in the ledger the cells it says that person wrote, values and marks: an emptied
+    /// body, an assignee over the sheet's. A cell a person wrote in this ledger keeps its value,
+    /// an emptied due date cannot be emptied so stays unmarked, and anyone else's input brings
+    /// nothing. Marks alone withdraw no approval.
+    #[test]
+    fn s13_a_persons_input_brings_their_cells_into_a_row_already_there() {
+        let mut there = row(1, "check the invoice", Status::Pending);
+        (there.body, there.assignee, there.work_type) = ("from the sheet".into(), "bob".into(), "ops".into());
+        there.due = Some(jiff::civil::date(2026, 12, 24));
+        there.person_cells = PersonCells::of([SourceCell::WorkType]);
+        let mut item = Item::new("check the invoice", "src");
+        (item.body, item.assignee, item.work_type) = (String::new(), "ana".into(), "finance".into());
+        item.person_cells =
+            PersonCells::of([SourceCell::Body, SourceCell::Assignee, SourceCell::WorkType, SourceCell::Due]);
+        let keys = incoming_keys(std::slice::from_ref(&item));
+        let ledger = [there.clone()];
+        let plan =
+            merge_plan_with_keys(&ledger, std::slice::from_ref(&item), &keys, Authority::Person, now(), 2);
+        assert_eq!(plan.patch.len(), 1, "{plan:?}");
+        let mut after = there.clone();
+        plan.patch[0].fields.apply_to(&mut after);
+        assert_eq!(
+            (after.body.as_str(), after.assignee.as_str(), after.work_type.as_str(), after.due),
+            ("", "ana", "ops", there.due),
+            "the person's values, but this ledger's person's type and a due date a patch cannot empty"
+        );
+        assert_eq!(after.person_cells.to_string(), "body, assignee, type");
+        for authority in [Authority::Producer, Authority::Puller, Authority::Agent] {
+            let mut foreign = item.clone();
+            foreign.person_cells = PersonCells::NONE;
+            let plan = merge_plan_with_keys(&ledger, &[foreign], &keys, authority, now(), 2);
+            assert!(plan.patch.iter().all(|p| p.fields.person_cells.is_none()), "{authority:?}: {plan:?}");
+            let brought =
+                merge_plan_with_keys(&ledger, std::slice::from_ref(&item), &keys, authority, now(), 2);
+            assert!(brought.patch.iter().all(|p| p.fields.person_cells.is_none()), "{authority:?}");
+        }
+        // The same values, marks only: an approval stays.
+        let mut approved = after.clone();
+        (approved.run, approved.approved_by, approved.person_cells) =
+            (true, "human:boss".into(), PersonCells::NONE);
+        let mut same = item.clone();
+        (same.work_type, same.due) = ("ops".into(), there.due);
+        let plan = merge_plan_with_keys(&[approved.clone()], &[same], &keys, Authority::Person, now(), 2);
+        let mut marked = approved.clone();
+        plan.patch[0].fields.apply_to(&mut marked);
+        assert_eq!(marked.person_cells.to_string(), "body, due, assignee, type");
+        assert_eq!(
+            (marked.run, marked.approved_by.as_str()),
+            (true, "human:boss"),
+            "marks withdraw no approval"
+        );
     }
 
     /// S2, S13: a producer's patch of an approved row withdraws the approval with the run box;

@@ -123,8 +123,9 @@ fn s13_push_and_import_refuse_a_persons_fields_and_change_nothing() {
 }
 
 /// S13: the cells a person wrote stay theirs through `export` and `import --ledger` (the way a
-/// ledger moves to another file or to PostgreSQL): a cell the person emptied is not filled again
-/// by the next sync in the new ledger, as it is not in the old one.
+/// ledger moves to another file or to PostgreSQL), also into a ledger that already has the row:
+/// a cell the person emptied is not filled again by the next sync in the new ledger, as it is
+/// not in the old one.
 #[test]
 fn s13_the_cells_a_person_wrote_stay_theirs_through_export_and_import_ledger() {
     let setup = |ledger: &Ledger| {
@@ -149,6 +150,24 @@ fn s13_the_cells_a_person_wrote_stay_theirs_through_export_and_import_ledger() {
         copy.run(&["sync"]).ok();
         let moved = row(&copy);
         assert_eq!((moved.body.as_str(), moved.assignee.as_str()), ("", "ana"), "{format}: after a sync");
+    }
+    // A ledger that already holds the row (its own sync ran first, writing the sheet's body and
+    // assignee) takes the person's cells, values and marks, and its next sync keeps them.
+    for format in ["json", "csv"] {
+        let exported = ledger.run(&["export", "--format", format]).ok().stdout;
+        let there = Ledger::new();
+        setup(&there);
+        there.run(&["sync"]).ok();
+        assert_eq!(row(&there).body, "from the sheet");
+        let path = there.file(&format!("ledger.{format}"), &exported);
+        there.run(&["import", "--ledger", &path]).ok();
+        there.run(&["sync"]).ok();
+        let moved = row(&there);
+        assert_eq!(
+            (moved.body.as_str(), moved.assignee.as_str(), moved.person_cells.clone()),
+            ("", "ana", vec!["body".to_owned(), "assignee".to_owned()]),
+            "{format}: into a ledger that had the row"
+        );
     }
     // Anyone else's file or push that names `by_person` is not refused for it, and gives its rows
     // no marks: a plain import of the export, a push.
