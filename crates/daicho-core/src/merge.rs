@@ -110,8 +110,10 @@ pub struct Patch {
     pub fields: PatchFields,
 }
 
-/// The cells a sync may write into an existing row. `correction`, `result`, `failures`,
-/// `status`, `run` and `title` have no place here, so no patch can ever carry them (M4).
+/// The cells a sync may write into an existing row: its empty cells (M5), an aggregate's body,
+/// evidence and counted title (M6, M10), and, from a person's own input only, the cells it says
+/// that person wrote ([`PatchFields::bring_persons`], S13). `correction`, `result`, `failures`,
+/// `status` and `run` have no place here, so no patch can ever carry them (M4).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct PatchFields {
     /// The project, when the row had none.

@@ -1185,19 +1185,10 @@ impl<S: Store + 'static> Engine<S> {
             return Ok(None);
         };
         let claimed = match self.store.claim(request.clone()).await {
-            // The claim may have committed before a store fault cut off its answer (S14): a row
-            // it took is run, not left to be counted lost once its lease runs out.
-            Err(e) if e.is_retryable() => {
-                match self
-                    .claimed_unanswered(std::slice::from_ref(&request))
-                    .await
-                    .map(|rows| rows.into_iter().next())
-                {
-                    Ok(Some(row)) => ClaimOutcome::Claimed(Box::new(row)),
-                    _ => return Err(e),
-                }
+            Ok(claimed) => claimed,
+            Err(e) => {
+                ClaimOutcome::Claimed(Box::new(self.claim_despite(e, std::slice::from_ref(&request)).await?))
             }
-            claimed => claimed?,
         };
         let claimed = match claimed {
             ClaimOutcome::Claimed(task) => *task,

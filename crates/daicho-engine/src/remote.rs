@@ -133,7 +133,9 @@ impl<S: Store + 'static> Engine<S> {
                 // A claim made is answered whatever the upkeep after it meets (S14): an error
                 // here would leave the claimed row to wait out its lease. The queue fills on the
                 // next upkeep.
-                Err(e) if outcome.is_some() => tracing::warn!("approval queue not filled this time: {e}"),
+                Err(e) if matches!(outcome, Some(NextClaim::Claimed(_))) => {
+                    tracing::warn!("approval queue not filled this time: {e}");
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -171,22 +173,11 @@ impl<S: Store + 'static> Engine<S> {
             let pick = asked.recording(Box::new(move |tasks: &[Task]| engine.candidates(tasks, &plan)));
             let next = match self.store.claim_next(now, scope.clone(), CLAIM_LOT, CLAIM_SCAN, pick).await {
                 Ok(next) => next,
-                // The claim may have committed before a store fault cut off its answer (S14): a
-                // row it took is this worker's, answered as claimed, not left to be counted lost.
-                Err(e) if e.is_retryable() => {
+                Err(e) => {
                     let tried = asked.take();
-                    match self.claimed_unanswered(&tried).await.map(|rows| rows.into_iter().next()) {
-                        Ok(Some(row)) => {
-                            tracing::warn!(task = %row.id, attempt = row.attempt, "a claim whose answer was lost went through: answered as claimed");
-                            Some(daicho_store::NextClaim {
-                                tried,
-                                outcome: ClaimOutcome::Claimed(Box::new(row)),
-                            })
-                        }
-                        _ => return Err(e),
-                    }
+                    let row = self.claim_despite(e, &tried).await?;
+                    Some(daicho_store::NextClaim { tried, outcome: ClaimOutcome::Claimed(Box::new(row)) })
                 }
-                Err(e) => return Err(e),
             };
             let Some(next) = next else {
                 return Ok(None);

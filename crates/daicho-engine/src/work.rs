@@ -596,13 +596,33 @@ impl<S: Store + 'static> Engine<S> {
         Ok(rows)
     }
 
+    /// The row a claim of `tried` took although the call answered `error` (S14): a temporary
+    /// store fault may cut off the answer of a claim that committed, which a look finds once the
+    /// store answers; the claim holds, and is answered, not left to wait out its lease and be
+    /// counted lost. `error` itself when it is not temporary or no claim holds.
+    pub(crate) async fn claim_despite(
+        &self,
+        error: StoreError,
+        tried: &[ClaimRequest],
+    ) -> Result<Task, StoreError> {
+        if !error.is_retryable() {
+            return Err(error);
+        }
+        match self.claimed_unanswered(tried).await.map(|rows| rows.into_iter().next()) {
+            Ok(Some(row)) => {
+                tracing::warn!(task = %row.id, attempt = row.attempt, "a claim whose answer was lost went through: answered as claimed");
+                Ok(row)
+            }
+            _ => Err(error),
+        }
+    }
+
     /// Renews the lease of a claim of this worker's found after its answer was lost, for a whole
     /// lease from now, before its run starts; the row as renewed. `None` when the claim is no
     /// longer current (a person moved the row, or its lease ran out and was counted).
     async fn renew_claim(&self, mut task: Task) -> Result<Option<Task>, StoreError> {
-        let until = self.now() + self.config.policy.lease;
-        match self.store.heartbeat(task.id, task.attempt, &self.worker, until).await {
-            Ok(()) => {
+        match self.heartbeat_remote(task.id, task.attempt, &self.worker).await {
+            Ok(until) => {
                 if let Some(lease) = &mut task.lease {
                     lease.expires_at = until;
                 }

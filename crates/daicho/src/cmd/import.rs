@@ -21,7 +21,8 @@ const SKIPS_SHOWN: usize = 100;
 /// All files are read first and merged in one transaction, so a task list and its done file
 /// (tasks.md tasks-done.md) resolve each other's dependencies. Rows already in the ledger are
 /// matched by source and normalized title: closed rows are left alone, open rows only get
-/// their empty cells filled. An id in a file addresses a row only with that row's source and
+/// their empty cells filled (with --ledger, also the cells the export marks as a person's,
+/// by_person, where no person wrote here). An id in a file addresses a row only with that row's source and
 /// title. Any bad line refuses the whole import with file, line and reason, and the ledger is
 /// unchanged.
 ///

@@ -2,8 +2,9 @@
 //! committed a transaction and before its reply reaches daicho. A loopback proxy between daicho
 //! and the real server passes the protocol through and, for some COMMITs, drops the server's
 //! `CommandComplete` and closes both sides: the commit holds, its answer never comes. The COMMITs
-//! cut are those of transactions that claimed a row (a statement that inserts a run record), so
-//! a worker's cut commit always holds a claim, and the end of its previous run with it.
+//! cut are those of transactions that ran the claim statement (the one that inserts a run
+//! record), so a worker's cut commit holds a claim whenever a row was free, and the end of its
+//! previous run with it.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -23,11 +24,25 @@ struct AnswerCutter {
     cut: Arc<AtomicUsize>,
 }
 
+/// The server `url` names (`host:port`), and `url` through a proxy on this machine's `port`.
+fn server_of(url: &str) -> String {
+    let rest = url.split_once('@').map_or(url, |(_, rest)| rest);
+    let server = rest.split('/').next().expect("a server");
+    if server.contains(':') { server.to_owned() } else { format!("{server}:5432") }
+}
+
+fn through(url: &str, port: u16) -> String {
+    let (head, rest) = url.split_once('@').expect("a URL with a user");
+    let database = rest.split_once('/').map_or("", |(_, database)| database);
+    format!("{head}@127.0.0.1:{port}/{database}?sslmode=disable")
+}
+
 impl AnswerCutter {
     fn start(upstream: &str, every: usize, most: usize, outage: Duration) -> AnswerCutter {
         let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let port = listener.local_addr().unwrap().port();
         let (commits, cut) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let armings = Arc::new(AtomicUsize::new(0));
         let (upstream, cut_here) = (upstream.to_owned(), Arc::clone(&cut));
         let down_until: Arc<Mutex<Option<Instant>>> = Arc::default();
         std::thread::spawn(move || {
@@ -43,6 +58,7 @@ impl AnswerCutter {
                 let plan = Plan {
                     commits: Arc::clone(&commits),
                     cut: Arc::clone(&cut_here),
+                    armings: Arc::clone(&armings),
                     every,
                     most,
                     outage,
@@ -63,6 +79,8 @@ impl AnswerCutter {
 struct Plan {
     commits: Arc<AtomicUsize>,
     cut: Arc<AtomicUsize>,
+    /// COMMITs armed to be cut, across connections (at most `most`).
+    armings: Arc<AtomicUsize>,
     every: usize,
     most: usize,
     outage: Duration,
@@ -115,7 +133,13 @@ impl Plan {
                     }
                     Some(b'Q') if body.starts_with(b"COMMIT\0") && std::mem::take(&mut claiming) => {
                         let n = plan.commits.fetch_add(1, Ordering::SeqCst) + 1;
-                        if n % plan.every == 0 && plan.cut.load(Ordering::SeqCst) < plan.most {
+                        let most = plan.most;
+                        let arm = || {
+                            plan.armings.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |a| {
+                                (a < most).then_some(a + 1)
+                            })
+                        };
+                        if n % plan.every == 0 && arm().is_ok() {
                             // Armed before the COMMIT leaves, so its answer cannot pass first.
                             armed_up.store(true, Ordering::SeqCst);
                         }
@@ -131,6 +155,10 @@ impl Plan {
         });
         std::thread::spawn(move || {
             while let Some((kind, body)) = message(&mut s_in, true) {
+                // A transaction that failed answers its COMMIT with ROLLBACK: nothing to cut.
+                if kind == Some(b'C') && body.starts_with(b"ROLLBACK\0") {
+                    armed.store(false, Ordering::SeqCst);
+                }
                 if kind == Some(b'C') && body.starts_with(b"COMMIT\0") && armed.load(Ordering::SeqCst) {
                     // Committed on the server; the answer is dropped with the connection.
                     self.cut.fetch_add(1, Ordering::SeqCst);
@@ -168,9 +196,8 @@ fn s14_claims_of_several_slots_whose_answer_is_lost_are_run() {
 fn lost_answers_under_a_worker(slots: usize) {
     let Some(db) = PgDatabase::fresh(&format!("answers_{slots}")) else { return };
     let ledger = Ledger::uninitialized();
-    let cutter = AnswerCutter::start("127.0.0.1:5432", 3, 8, Duration::ZERO);
-    let (database, port) = (db.url.rsplit('/').next().unwrap().to_owned(), cutter.port);
-    let url = format!("postgres://postgres@127.0.0.1:{port}/{database}?sslmode=disable");
+    let cutter = AnswerCutter::start(&server_of(&db.url), 3, 8, Duration::ZERO);
+    let url = through(&db.url, cutter.port);
     let run = |args: &[&str]| {
         let mut all = vec!["--db", url.as_str()];
         all.extend_from_slice(args);
@@ -206,6 +233,7 @@ fn lost_answers_under_a_worker(slots: usize) {
     let worker = run(&["worker", "--once", "--poll", "100ms", "--concurrency", &slots.to_string()]);
     let took = started.elapsed();
     assert_eq!(worker.code, 0, "{}", worker.stderr);
+    assert!(worker.stderr.contains("a claim whose answer was lost went through"), "{}", worker.stderr);
     assert!(took < Duration::from_secs(120), "within the lease: {took:?}");
 
     let tasks: Vec<TaskJson> = direct(&["list", "--json"]).ok().json();
@@ -232,9 +260,8 @@ fn lost_answers_under_a_worker(slots: usize) {
 fn s14_a_remote_claim_whose_answer_is_lost_is_answered_as_claimed() {
     let Some(db) = PgDatabase::fresh("remote_answers") else { return };
     let ledger = Ledger::uninitialized();
-    let cutter = AnswerCutter::start("127.0.0.1:5432", 2, 6, Duration::ZERO);
-    let database = db.url.rsplit('/').next().unwrap().to_owned();
-    let through = format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", cutter.port);
+    let cutter = AnswerCutter::start(&server_of(&db.url), 2, 6, Duration::ZERO);
+    let through = through(&db.url, cutter.port);
     let direct = |args: &[&str]| {
         let mut all = vec!["--db", db.url.as_str()];
         all.extend_from_slice(args);
@@ -303,9 +330,8 @@ fn s14_a_remote_claim_whose_answer_is_lost_is_answered_as_claimed() {
 fn s14_a_run_whose_claims_answer_is_lost_still_runs_the_task() {
     let Some(db) = PgDatabase::fresh("run_answers") else { return };
     let ledger = Ledger::uninitialized();
-    let cutter = AnswerCutter::start("127.0.0.1:5432", 1, 1, Duration::ZERO);
-    let database = db.url.rsplit('/').next().unwrap().to_owned();
-    let through = format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", cutter.port);
+    let cutter = AnswerCutter::start(&server_of(&db.url), 1, 1, Duration::ZERO);
+    let through = through(&db.url, cutter.port);
     ledger.file(
         "daicho.toml",
         "[policy]\nlease = \"10m\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"true\"]\n\
@@ -321,15 +347,15 @@ fn s14_a_run_whose_claims_answer_is_lost_still_runs_the_task() {
 }
 
 /// S14, S4: a claim whose answer was lost, found only once the database is back after an outage
-/// of two thirds of its lease, gets a whole lease before its run starts: the run (1 s) is not
-/// stopped for a lease about to run out, and the task ends done, once, with no failure.
+/// (2 s; the worker's backoff finds it about 3 s after its claim, when its 3 s lease has run out
+/// and nobody has counted it lost), gets a whole lease before its run starts: the run (1 s) is
+/// not stopped for a lease that is over, and the task ends done, once, with no failure.
 #[test]
 fn s14_a_claim_found_after_an_outage_gets_a_whole_lease_before_it_runs() {
     let Some(db) = PgDatabase::fresh("answers_outage") else { return };
     let ledger = Ledger::uninitialized();
-    let cutter = AnswerCutter::start("127.0.0.1:5432", 2, 1, Duration::from_secs(2));
-    let database = db.url.rsplit('/').next().unwrap().to_owned();
-    let through = format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", cutter.port);
+    let cutter = AnswerCutter::start(&server_of(&db.url), 2, 1, Duration::from_secs(2));
+    let through = through(&db.url, cutter.port);
     let script = ledger.script(
         "slow.sh",
         "cat > /dev/null\necho \"start $DAICHO_TASK_ID $DAICHO_ATTEMPT\" >> \"$LOG\"\nsleep 1\necho done\n",
@@ -347,6 +373,7 @@ fn s14_a_claim_found_after_an_outage_gets_a_whole_lease_before_it_runs() {
     }
     let worker = ledger.run(&["--db", &through, "worker", "--once", "--poll", "100ms"]);
     assert_eq!(worker.code, 0, "{}", worker.stderr);
+    assert!(worker.stderr.contains("a claim whose answer was lost went through"), "{}", worker.stderr);
     assert_eq!(cutter.cut(), 1, "a claim's answer was cut");
     let tasks: Vec<TaskJson> = ledger.run(&["--db", &db.url, "list", "--json"]).ok().json();
     let lines = ledger.log_lines();
