@@ -16,6 +16,31 @@ use std::time::{Duration, Instant};
 use crate::engine::PgDatabase;
 use crate::{Ledger, TaskJson};
 
+/// A test database of its own, a ledger directory, and an [`AnswerCutter`] in front of the
+/// database's server (`every`, `most`, `outage` as there); with the ledger's URL through it.
+fn behind_a_cutter(
+    tag: &str,
+    every: usize,
+    most: usize,
+    outage: Duration,
+) -> Option<(PgDatabase, Ledger, AnswerCutter, String)> {
+    let db = PgDatabase::fresh(tag)?;
+    let cutter = AnswerCutter::start(&server_of(&db.url), every, most, outage);
+    let url = through(&db.url, cutter.port);
+    Some((db, Ledger::uninitialized(), cutter, url))
+}
+
+/// Creates the ledger in `db` (directly, not through the proxy) with `n` automatic tasks of the
+/// action `work`: `job 1`, `job 2`, …
+fn with_jobs(db: &PgDatabase, ledger: &Ledger, n: usize) {
+    ledger.run(&["--db", &db.url, "init", "--no-config"]).ok();
+    let items: Vec<String> = (1..=n)
+        .map(|i| format!("{{\"title\": \"job {i}\", \"action\": \"work\", \"tags\": [\"ai\"]}}"))
+        .collect();
+    let file = ledger.file("jobs.json", format!("{{\"tasks\": [{}]}}", items.join(",")));
+    ledger.run(&["--db", &db.url, "push", &file]).ok();
+}
+
 /// Passes PostgreSQL's protocol between clients and the server at `upstream`, and cuts the
 /// answer of every `every`-th COMMIT of a transaction that claimed (up to `most` of them); after
 /// each cut, the server stays out of reach for `outage` (new connections are closed at once).
@@ -194,10 +219,10 @@ fn s14_claims_of_several_slots_whose_answer_is_lost_are_run() {
 }
 
 fn lost_answers_under_a_worker(slots: usize) {
-    let Some(db) = PgDatabase::fresh(&format!("answers_{slots}")) else { return };
-    let ledger = Ledger::uninitialized();
-    let cutter = AnswerCutter::start(&server_of(&db.url), 3, 8, Duration::ZERO);
-    let url = through(&db.url, cutter.port);
+    let Some((db, ledger, cutter, url)) = behind_a_cutter(&format!("answers_{slots}"), 3, 8, Duration::ZERO)
+    else {
+        return;
+    };
     let run = |args: &[&str]| {
         let mut all = vec!["--db", url.as_str()];
         all.extend_from_slice(args);
@@ -222,12 +247,8 @@ fn lost_answers_under_a_worker(slots: usize) {
         all.extend_from_slice(args);
         ledger.run(&all)
     };
-    direct(&["init", "--no-config"]).ok();
     let n = 24;
-    let items: Vec<String> = (1..=n)
-        .map(|i| format!("{{\"title\": \"job {i}\", \"action\": \"work\", \"tags\": [\"ai\"]}}"))
-        .collect();
-    direct(&["push", &ledger.file("jobs.json", format!("{{\"tasks\": [{}]}}", items.join(",")))]).ok();
+    with_jobs(&db, &ledger, n);
 
     let started = Instant::now();
     let worker = run(&["worker", "--once", "--poll", "100ms", "--concurrency", &slots.to_string()]);
@@ -258,10 +279,9 @@ fn lost_answers_under_a_worker(slots: usize) {
 /// row left `running` until its lease runs out and counted a failure of a task that never ran.
 #[test]
 fn s14_a_remote_claim_whose_answer_is_lost_is_answered_as_claimed() {
-    let Some(db) = PgDatabase::fresh("remote_answers") else { return };
-    let ledger = Ledger::uninitialized();
-    let cutter = AnswerCutter::start(&server_of(&db.url), 2, 6, Duration::ZERO);
-    let through = through(&db.url, cutter.port);
+    let Some((db, ledger, cutter, through)) = behind_a_cutter("remote_answers", 2, 6, Duration::ZERO) else {
+        return;
+    };
     let direct = |args: &[&str]| {
         let mut all = vec!["--db", db.url.as_str()];
         all.extend_from_slice(args);
@@ -272,12 +292,8 @@ fn s14_a_remote_claim_whose_answer_is_lost_is_answered_as_claimed() {
         "[policy]\nlease = \"10m\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"true\"]\n\
          auto = true\non_success = \"done\"\n",
     );
-    direct(&["init", "--no-config"]).ok();
     let n = 12;
-    let items: Vec<String> = (1..=n)
-        .map(|i| format!("{{\"title\": \"job {i}\", \"action\": \"work\", \"tags\": [\"ai\"]}}"))
-        .collect();
-    direct(&["push", &ledger.file("jobs.json", format!("{{\"tasks\": [{}]}}", items.join(",")))]).ok();
+    with_jobs(&db, &ledger, n);
 
     let port = crate::serve::free_port();
     let mut serve = ledger
@@ -328,10 +344,9 @@ fn s14_a_remote_claim_whose_answer_is_lost_is_answered_as_claimed() {
 /// in the ledger), instead of failing with the row left `running` until its lease runs out.
 #[test]
 fn s14_a_run_whose_claims_answer_is_lost_still_runs_the_task() {
-    let Some(db) = PgDatabase::fresh("run_answers") else { return };
-    let ledger = Ledger::uninitialized();
-    let cutter = AnswerCutter::start(&server_of(&db.url), 1, 1, Duration::ZERO);
-    let through = through(&db.url, cutter.port);
+    let Some((db, ledger, cutter, through)) = behind_a_cutter("run_answers", 1, 1, Duration::ZERO) else {
+        return;
+    };
     ledger.file(
         "daicho.toml",
         "[policy]\nlease = \"10m\"\n\n[[action]]\nname = \"work\"\nkind = \"command\"\ncommand = [\"true\"]\n\
@@ -352,10 +367,10 @@ fn s14_a_run_whose_claims_answer_is_lost_still_runs_the_task() {
 /// not stopped for a lease that is over, and the task ends done, once, with no failure.
 #[test]
 fn s14_a_claim_found_after_an_outage_gets_a_whole_lease_before_it_runs() {
-    let Some(db) = PgDatabase::fresh("answers_outage") else { return };
-    let ledger = Ledger::uninitialized();
-    let cutter = AnswerCutter::start(&server_of(&db.url), 2, 1, Duration::from_secs(2));
-    let through = through(&db.url, cutter.port);
+    let Some((db, ledger, cutter, through)) = behind_a_cutter("answers_outage", 2, 1, Duration::from_secs(2))
+    else {
+        return;
+    };
     let script = ledger.script(
         "slow.sh",
         "cat > /dev/null\necho \"start $DAICHO_TASK_ID $DAICHO_ATTEMPT\" >> \"$LOG\"\nsleep 1\necho done\n",
