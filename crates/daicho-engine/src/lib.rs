@@ -462,8 +462,9 @@ pub async fn edit_as_person<S: Store>(
 }
 
 /// Kills every process of `attempt` (and earlier attempts) of task `id` of `ledger` on this
-/// machine until none is left ([`Engine::all_gone`]): `Ok` once a look finds none, with how many
-/// processes it could not read (any may be one of them); `Err` when some are still there after
+/// machine until none is left ([`Engine::all_gone`]): `Ok` once a look finds none and each one
+/// killed has exited, with how many processes it could not read (any may be one of them); `Err`
+/// when some are still there after
 /// [`GONE_WITHIN`]. Each process killed is logged once.
 async fn until_gone(ledger: &str, id: TaskId, attempt: u32) -> Result<usize, ()> {
     let started = tokio::time::Instant::now();
@@ -479,7 +480,10 @@ async fn until_gone(ledger: &str, id: TaskId, attempt: u32) -> Result<usize, ()>
         for pid in scan.killed.iter().filter(|pid| logged.insert(**pid)) {
             tracing::warn!(task = %id, attempt, pid, "killing a process of a stopped run");
         }
-        if scan.killed.is_empty() && scan.spared == 0 {
+        // Gone once no scan finds one, and each one killed has exited: a killed process leaves
+        // the scans (its environment is dropped) while it is still exiting.
+        if scan.killed.is_empty() && scan.spared == 0 && logged.iter().all(|pid| supervise::has_exited(*pid))
+        {
             return Ok(scan.unreadable);
         }
         if started.elapsed() >= GONE_WITHIN {

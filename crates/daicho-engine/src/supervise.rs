@@ -532,6 +532,13 @@ pub fn descendants(root: i32) -> Vec<i32> {
     found
 }
 
+/// Whether process `pid` has exited: gone, or a zombie waiting to be reaped. A process killed
+/// with SIGKILL drops its environment before it is done exiting, so a scan stops finding it a
+/// moment before it has exited (S14).
+pub fn has_exited(pid: i32) -> bool {
+    stat_of(pid).is_none_or(|(state, _)| matches!(state, 'Z' | 'X'))
+}
+
 /// A process's state letter and parent pid, from `/proc/PID/stat`.
 fn stat_of(pid: i32) -> Option<(char, i32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
