@@ -1657,9 +1657,12 @@ mod tests {
             prop::sample::select(vec!["", "x", "y"]),
             any::<bool>(),
             prop::option::of(0usize..6),
+            // The cells a person's own input says that person wrote (S13, `by_person`).
+            prop::sample::subsequence(vec![SourceCell::Body, SourceCell::Assignee, SourceCell::Title], 0..=3),
         )
-            .prop_map(|(title, source, body, assignee, refresh, status)| {
+            .prop_map(|(title, source, body, assignee, refresh, status, theirs)| {
                 let mut item = Item::new(title, source);
+                item.person_cells = PersonCells::of(theirs);
                 item.body = body.into();
                 item.evidence = body.into();
                 item.assignee = assignee.into();
@@ -1804,13 +1807,20 @@ mod tests {
             for patch in &plan.patch {
                 let target = ledger.iter().find(|t| t.id == patch.id).unwrap();
                 prop_assert!(target.status.is_open(), "patched a {} row", target.status);
-                // M4 holds by type (PatchFields has no such fields); check what was written.
+                // M4 holds by type (PatchFields has no such fields); check what was written. A
+                // title changes only where a person's input brings theirs (S13), and a cell a
+                // person wrote in the row is never written.
                 let mut after = target.clone();
                 patch.fields.apply_to(&mut after);
                 prop_assert_eq!(
-                    (&after.correction, &after.result, after.failures, after.status, after.run, &after.title),
-                    (&target.correction, &target.result, target.failures, target.status, target.run, &target.title)
+                    (&after.correction, &after.result, after.failures, after.status, after.run),
+                    (&target.correction, &target.result, target.failures, target.status, target.run)
                 );
+                let item = &items[patch.index];
+                if !item.person_cells.contains(SourceCell::Title) {
+                    prop_assert_eq!(&after.title, &target.title);
+                }
+                prop_assert!(after.person_cells.union(target.person_cells) == after.person_cells, "marks only grow");
             }
             // M2: every existing id is still there after applying.
             let mut after = ledger.clone();
