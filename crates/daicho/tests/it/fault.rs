@@ -105,13 +105,21 @@ fn hold_lock(ledger: &Ledger, seconds: Option<u32>) -> Child {
     holder
 }
 
-/// A ledger with a 2 s lease whose T-0001 runs (30 s) under `daicho run` in a group of its own:
-/// the ledger, that process, the executor's pid and its escaped grandchild's pid.
-fn long_run_with_an_escapee() -> (Ledger, Child, String, String) {
+/// A ledger with a `lease` whose T-0001 runs (30 s) under `daicho run` in a group of its own:
+/// the ledger and that process, once the executor has started.
+fn long_run(lease: &str) -> (Ledger, Child) {
     let ledger = Ledger::new();
-    config(&ledger, "2s", "60s");
+    config(&ledger, lease, "60s");
     ledger.run(&["add", "long work", "--action", "work"]).ok();
     let run = spawn(&ledger, &["run", "T-0001"], &[]);
+    pid_of(&ledger, "T-0001.1.pid");
+    (ledger, run)
+}
+
+/// [`long_run`] with a 2 s lease: the ledger, that process, the executor's pid and its escaped
+/// grandchild's pid.
+fn long_run_with_an_escapee() -> (Ledger, Child, String, String) {
+    let (ledger, run) = long_run("2s");
     let executor = pid_of(&ledger, "T-0001.1.pid");
     let escaped = pid_of(&ledger, "T-0001.1.escaped");
     (ledger, run, executor, escaped)
@@ -368,11 +376,7 @@ fn s14_doctor_finds_a_run_whose_owner_is_gone_before_its_lease_ends() {
 /// and the fix (the person's `set`, on this machine) kills what is left and clears the fence.
 #[test]
 fn f3_s14_doctor_finds_a_fence_whose_daicho_is_gone_and_its_fix_clears_it() {
-    let ledger = Ledger::new();
-    config(&ledger, "10m", "60s");
-    ledger.run(&["add", "long work", "--action", "work"]).ok();
-    let mut run = spawn(&ledger, &["run", "T-0001"], &[]);
-    pid_of(&ledger, "T-0001.1.pid");
+    let (ledger, mut run) = long_run("10m");
     // Frozen, the run's daicho cannot see the move; then it dies before it has stopped the run.
     signal(&run, "-STOP");
     ledger.run(&["set", "T-0001", "--status", "pending"]).ok();
@@ -409,11 +413,7 @@ fn returned_with_no_fence(ledger: &Ledger) {
 #[test]
 fn s14_a_persons_move_over_http_of_a_run_whose_daicho_is_gone_leaves_no_fence() {
     use std::io::{Read as _, Write as _};
-    let ledger = Ledger::new();
-    config(&ledger, "10m", "60s");
-    ledger.run(&["add", "long work", "--action", "work"]).ok();
-    let mut run = spawn(&ledger, &["run", "T-0001"], &[]);
-    pid_of(&ledger, "T-0001.1.pid");
+    let (ledger, mut run) = long_run("10m");
     signal_group(&run, "-KILL");
     run.wait().unwrap();
     let port = crate::serve::free_port();
