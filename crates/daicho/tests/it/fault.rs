@@ -812,16 +812,23 @@ fn s3_a_worker_does_not_claim_again_the_run_that_just_failed() {
     }
 }
 
+/// A ledger whose quick tasks `worker --once` ran under strace for `syscalls`, each done: the
+/// ledger and the calls traced.
+fn quick_worker_traced(syscalls: &str) -> (Ledger, Vec<String>) {
+    let ledger = Ledger::new();
+    quick_action(&ledger, "cat > /dev/null\necho ok\n");
+    let (output, calls) = ledger.traced(syscalls, &["worker", "--once", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(ledger.tasks().iter().all(|t| t.status == "done"), "{:?}", ledger.tasks());
+    (ledger, calls)
+}
+
 /// I5, S14: a worker's run costs the one fsync of its commit: its end goes to the spool (where a
 /// crash of daicho leaves it for the next daicho) without syncing the file or the spool's
 /// directory, and is removed once recorded.
 #[test]
 fn i5_s14_a_worker_syncs_each_run_once_and_spools_its_end_unsynced() {
-    let ledger = Ledger::new();
-    quick_action(&ledger, "cat > /dev/null\necho ok\n");
-    let (output, calls) = ledger.traced("fsync,fdatasync", &["worker", "--once", "--json"]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(ledger.tasks().iter().all(|t| t.status == "done"), "{:?}", ledger.tasks());
+    let (ledger, calls) = quick_worker_traced("fsync,fdatasync");
     let syncs = syncs(&calls);
     assert!(!syncs.iter().any(|l| l.contains(".spool")), "the spool is not synced:\n{syncs:#?}");
     // Five runs: the first claim, four ends each with the next claim, the last end; and at most
@@ -837,11 +844,7 @@ fn i5_s14_a_worker_syncs_each_run_once_and_spools_its_end_unsynced() {
 /// as its pages: a second device write per claim. The WAL hook counts the log's frames instead.
 #[test]
 fn i5_a_worker_does_not_look_at_the_wal_between_its_commits() {
-    let ledger = Ledger::new();
-    quick_action(&ledger, "cat > /dev/null\necho ok\n");
-    let (output, calls) = ledger.traced("stat,lstat,fstat,newfstatat,statx", &["worker", "--once", "--json"]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(ledger.tasks().iter().all(|t| t.status == "done"), "{:?}", ledger.tasks());
+    let (_ledger, calls) = quick_worker_traced("stat,lstat,fstat,newfstatat,statx");
     let looks: Vec<&String> = calls.iter().filter(|l| l.contains("ledger.db-wal")).collect();
     // Five runs take six commits; opening the connection looks at the WAL four times (whether
     // it exists, and SQLite's own looks), the store's first commit once (another process may
