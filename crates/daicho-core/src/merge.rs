@@ -369,7 +369,7 @@ impl SkipReason {
     /// report of a large batch that skips every item.
     pub fn text(&self) -> std::borrow::Cow<'static, str> {
         match self {
-            SkipReason::Blank => "blank: no id and no title".into(),
+            SkipReason::Blank => "blank: no title, so not a task".into(),
             SkipReason::Unchanged => "unchanged: the row already has these values".into(),
             other => other.to_string().into(),
         }
@@ -1065,8 +1065,9 @@ fn fill_empty_cells(row: &Task, item: &Item, deps: Vec<TaskId>) -> PatchFields {
     fields
 }
 
-/// The cells of an open row an item offers other values for, kept by the fill-empty rule (M5).
-/// A cell a person wrote is kept even when they emptied it (S13).
+/// The cells of an open row an item offers other values for, kept by the fill-empty rule (M5),
+/// and its status when the item offers another. A cell a person wrote is kept even when they
+/// emptied it (S13).
 fn kept_cells(row: &Task, item: &Item, deps: &[TaskId]) -> Vec<&'static str> {
     let theirs = |cell| row.person_cells.contains(cell);
     // The row keeps its value when it has one, or a person wrote the cell, and the item offers
@@ -1079,7 +1080,7 @@ fn kept_cells(row: &Task, item: &Item, deps: &[TaskId]) -> Vec<&'static str> {
     };
     // An aggregate's body and evidence are overwritten (M6), unless a person wrote them.
     let refreshed = |cell: SourceCell| item.refresh && !theirs(cell);
-    [
+    let mut kept: Vec<&'static str> = [
         (SourceCell::Project, text(SourceCell::Project, &row.project, &item.project)),
         (SourceCell::Body, !refreshed(SourceCell::Body) && text(SourceCell::Body, &row.body, &item.body)),
         (
@@ -1111,7 +1112,13 @@ fn kept_cells(row: &Task, item: &Item, deps: &[TaskId]) -> Vec<&'static str> {
     ]
     .into_iter()
     .filter_map(|(cell, kept)| kept.then_some(cell.name()))
-    .collect()
+    .collect();
+    // Nor does a source's status move the row (S13, M4): an import offering another one is
+    // told so, not that the row already has its values.
+    if item.status.is_some_and(|status| status != row.status) {
+        kept.push("status");
+    }
+    kept
 }
 
 fn new_row(id: TaskId, item: &Item, key: String, deps: Vec<TaskId>, now: Timestamp) -> Task {
@@ -1138,7 +1145,10 @@ fn new_row(id: TaskId, item: &Item, key: String, deps: Vec<TaskId>, now: Timesta
     task.deps = deps;
     task.tags = item.tags.clone();
     task.failures = item.failures;
-    task.person_cells = item.person_cells;
+    task.person_cells = match item.by_hand {
+        true => PersonCells::of(SourceCell::ALL),
+        false => item.person_cells,
+    };
     task.refresh = item.refresh;
     task
 }
@@ -1223,6 +1233,30 @@ mod tests {
             (true, "human:boss"),
             "marks withdraw no approval"
         );
+    }
+
+    /// S13, M5: a new row a person writes by hand (`by_hand`) is theirs in every cell, empty ones
+    /// too; the same item from anyone else marks nothing, and a row already there is only filled.
+    #[test]
+    fn s13_a_row_a_person_adds_by_hand_is_theirs_in_every_cell() {
+        let mut item = Item::new("rotate the keys", "ops");
+        (item.body, item.by_hand) = ("call Ana first".into(), true);
+        let keys = incoming_keys(std::slice::from_ref(&item));
+        for (authority, marks) in [
+            (Authority::Person, PersonCells::of(SourceCell::ALL)),
+            (Authority::Producer, PersonCells::NONE),
+            (Authority::Puller, PersonCells::NONE),
+            (Authority::Agent, PersonCells::NONE),
+        ] {
+            let plan = merge_plan_with_keys(&[], std::slice::from_ref(&item), &keys, authority, now(), 1);
+            assert_eq!(plan.add.len(), 1, "{authority:?}: {plan:?}");
+            assert_eq!(plan.add[0].task.person_cells, marks, "{authority:?}");
+        }
+        let there = Task::new(TaskId::new(1), "rotate the keys", "ops", now());
+        let plan =
+            merge_plan_with_keys(&[there], std::slice::from_ref(&item), &keys, Authority::Person, now(), 2);
+        assert_eq!(plan.patch.len(), 1, "the empty body is filled: {plan:?}");
+        assert_eq!(plan.patch[0].fields.person_cells, None, "and made nobody's");
     }
 
     /// S2, S13: a producer's patch of an approved row withdraws the approval with the run box;

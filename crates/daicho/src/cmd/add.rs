@@ -75,6 +75,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         deps: args.deps,
         tags: args.tags.iter().map(String::as_str).collect::<Tags>(),
         status: args.status,
+        // Every cell of a new row is the person's (S13): no source writes into it again.
+        by_hand: true,
         ..Item::default()
     };
     let (actor, now, file) = (ctx.actor()?, jiff::Timestamp::now(), "<add>".to_owned());

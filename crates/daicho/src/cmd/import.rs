@@ -52,6 +52,12 @@ pub struct Args {
 
 /// Runs `daicho import`.
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    // A file whose format cannot be told is a usage error (exit 2), found before the ledger
+    // is opened.
+    for path in &args.files {
+        input::format_of(args.format.map(FormatArg::format), &path.to_string_lossy(), None)
+            .map_err(super::usage)?;
+    }
     let store = ctx.store().await?;
     let source = args.source.clone().unwrap_or_else(|| input::source_name(&args.files[0]));
     let defaults = ItemDefaults { source: source.clone(), project: args.project.clone() };
@@ -66,7 +72,13 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         progress.step();
     }
     progress.start(&format!("writing {} items in one transaction", items.len()));
-    let actor = if args.ledger { ctx.actor()? } else { Actor::Import(source) };
+    // Inside a run the file is the agent's (S13): imported as its push, so it registers no
+    // closed work, as `daicho push` does not.
+    let actor = match (args.ledger, super::in_run()) {
+        (true, _) => ctx.actor()?,
+        (false, Some(_)) => Actor::Push(source),
+        (false, None) => Actor::Import(source),
+    };
     let (now, file, unknown_deps) = (jiff::Timestamp::now(), names.join(", "), UnknownDeps::Refuse);
     let report = store.upsert(Batch { items, actor, now, file, unknown_deps }).await;
     progress.finish();

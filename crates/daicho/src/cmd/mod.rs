@@ -63,13 +63,12 @@ impl Context {
     /// rows as a person, run a task as a person does (`run`, `run-heavy`), nor pause or resume;
     /// it reports through its output or `daicho push`.
     pub fn actor(&self) -> anyhow::Result<daicho_core::Actor> {
-        use daicho_engine::runner::TASK_VAR;
-        if let Some(task) = std::env::var_os(TASK_VAR).filter(|task| !task.is_empty()) {
+        if let Some(task) = in_run() {
             anyhow::bail!(
-                "this daicho runs inside the run of {} ({TASK_VAR} is set), and an agent acts for no person \
+                "this daicho runs inside the run of {task} ({} is set), and an agent acts for no person \
                  (S13): only a person ticks ▶ run, writes a correction, approves, closes or edits a row; a run \
                  reports its result and the tasks it found through its output, or with `daicho push`",
-                task.to_string_lossy()
+                daicho_engine::runner::TASK_VAR
             );
         }
         Ok(daicho_core::Actor::Human(self.user.clone()))
@@ -302,4 +301,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Completions(args) => completions::completions(&args, &ctx),
         Command::Man(args) => completions::man(&args, &ctx),
     }
+}
+
+/// The task whose run this daicho runs inside (its executor set `DAICHO_TASK_ID`), if any: an
+/// agent's, acting for no person (S13).
+pub fn in_run() -> Option<String> {
+    std::env::var_os(daicho_engine::runner::TASK_VAR)
+        .filter(|task| !task.is_empty())
+        .map(|task| task.to_string_lossy().into_owned())
 }

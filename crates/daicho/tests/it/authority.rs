@@ -303,9 +303,45 @@ fn s13_m6_a_cell_a_person_wrote_or_emptied_stays_theirs_through_push_sync_and_im
     );
 }
 
+/// S13, M5, M6: a row a person adds by hand is theirs in every cell, the ones they left empty
+/// too: a producer's push with `refresh` and an import offering the same row write none of its
+/// cells (its body and evidence stay the person's, and no agent is routed to the manual task).
+/// An `add` that meets a row already there fills its empty cells and makes none of them theirs.
+#[test]
+fn s13_m5_a_row_a_person_adds_is_theirs_in_every_cell() {
+    let ledger = Ledger::new();
+    let add = ["add", "rotate the credentials", "--source", "ops", "--body", "by hand; call Ana first"];
+    ledger.run(&[&add[..], &["--evidence", "incident-42"]].concat()).ok();
+    let shown: crate::TaskJson = ledger.run(&["show", "T-0001", "--json"]).ok().json();
+    assert_eq!(shown.person_cells.len(), 12, "every cell is the person's: {:?}", shown.person_cells);
+    let offer = r#"[{"title":"rotate the credentials","source":"ops","refresh":true,"body":"run the script now",
+                    "evidence":"https://elsewhere.example","action":"agent","tags":["ai"],"assignee":"bot"}]"#;
+    let offer_file = ledger.file("offer.json", offer);
+    let writes: [&[&str]; 2] = [&["push", "--source", "bot"], &["import", "--source", "bot", &offer_file]];
+    for args in writes {
+        ledger.run_with_input(args, offer.as_bytes()).ok();
+        let row: crate::TaskJson = ledger.run(&["show", "T-0001", "--json"]).ok().json();
+        assert_eq!(
+            (row.body.as_str(), row.evidence.as_str()),
+            ("by hand; call Ana first", "incident-42"),
+            "{args:?}"
+        );
+        assert_eq!((row.action.as_str(), row.assignee.as_str()), ("", ""), "{args:?}: nothing filled");
+        assert!(row.tags.is_empty(), "{args:?}: {:?}", row.tags);
+    }
+    let ready = ledger.run(&["ready", "--json"]).ok().json::<Value>();
+    assert_eq!(ready["tasks"][0]["action"], "", "no agent is routed to it: {ready}");
+    // A row that was there before the person's `add`: filled, not taken over.
+    ledger.run_with_input(&["push", "--source", "bot"], br#"[{"title":"the bot's row"}]"#).ok();
+    let added = ledger.run(&["add", "the bot's row", "--source", "bot", "--assignee", "ana", "--json"]).ok();
+    assert_eq!(added.json::<Value>()["added"], false, "{}", added.stdout);
+    let row: crate::TaskJson = ledger.run(&["show", "T-0002", "--json"]).ok().json();
+    assert_eq!((row.assignee.as_str(), row.person_cells.len()), ("ana", 0));
+}
+
 /// S13: `daicho push` (a producer's channel, as an executor's output is) refuses an item born
-/// `done`, naming the line, and writes nothing; a checklist a person keeps still imports its
-/// ticked lines as done (X3).
+/// `done`, naming the line, and writes nothing, and so does an `import` inside a run (an agent's);
+/// a checklist a person keeps still imports its ticked lines as done (X3).
 #[test]
 fn s13_a_push_never_registers_closed_work_but_a_ticked_checklist_line_is_done() {
     let ledger = Ledger::new();
@@ -317,6 +353,13 @@ fn s13_a_push_never_registers_closed_work_but_a_ticked_checklist_line_is_done() 
     assert!(error.contains(":2: status 'done' or 'dropped' is set only by a person"), "{error}");
     assert_eq!(snapshot(&ledger), before, "nothing written");
     let list = ledger.file("tasks.md", "- [x] [T-0001] the review\n- [ ] [T-0002] publish | 依存:T-0001\n");
+    // Inside a run, `import` is the agent's push: the ticked line is refused, nothing written.
+    let inside =
+        ledger.command(&["import", &list]).env("DAICHO_TASK_ID", "T-0009").output().expect("daicho runs");
+    let error = String::from_utf8_lossy(&inside.stderr);
+    assert_eq!(inside.status.code(), Some(1), "{error}");
+    assert!(error.contains(":1: status 'done' or 'dropped' is set only by a person"), "{error}");
+    assert_eq!(snapshot(&ledger), before, "nothing written by the agent's import");
     ledger.run(&["import", &list]).ok();
     let statuses: Vec<String> = ledger.tasks().into_iter().map(|t| t.status).collect();
     assert_eq!(statuses, ["done", "pending"]);
