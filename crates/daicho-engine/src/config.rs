@@ -576,8 +576,17 @@ impl Config {
                 reason,
             })
         };
+        // Parked after 0 failures would park every task before it ran: refused, as
+        // DAICHO_MAX_FAILURES=0 is, not quietly raised to 1.
+        if raw.policy.max_failures == Some(0) {
+            return Err(ConfigError {
+                file: file.to_owned(),
+                line: None,
+                reason: "policy.max_failures: 0 is not a whole number of at least 1".to_owned(),
+            });
+        }
         let policy = Policy {
-            failures: FailurePolicy { max_failures: raw.policy.max_failures.unwrap_or(3).max(1) },
+            failures: FailurePolicy { max_failures: raw.policy.max_failures.unwrap_or(3) },
             lease: duration(
                 raw.policy.lease.as_deref(),
                 SignedDuration::from_mins(30),
@@ -916,6 +925,19 @@ api_key_env = "DRAFT_KEY"
             "daicho.toml: action 'draft': the API key variable DRAFT_KEY is not set"
         );
         assert!(config.check_environment("daicho.toml", |_| Some("k".into())).is_ok());
+    }
+
+    /// I6, S3: no failure before a person takes over is refused in the file as in the
+    /// environment, not quietly raised to one.
+    #[test]
+    fn i6_s3_max_failures_of_zero_is_refused_in_the_file() {
+        let err = Config::parse("[policy]\nmax_failures = 0\n", "daicho.toml").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "daicho.toml: policy.max_failures: 0 is not a whole number of at least 1"
+        );
+        let one = Config::parse("[policy]\nmax_failures = 1\n", "daicho.toml").unwrap();
+        assert_eq!(one.policy.failures.max_failures, 1);
     }
 
     #[test]

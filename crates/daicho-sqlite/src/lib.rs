@@ -416,6 +416,7 @@ fn open_connection(path: &Path, options: &SqliteOptions, immutable: bool) -> Res
     // claims, finishes, journal, reads and an update per set of changed columns stay prepared.
     conn.set_prepared_statement_cache_capacity(64);
     stable_plans(&conn)?;
+    schema::refuse_foreign(&conn)?;
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(backend)?;
     if !mode.eq_ignore_ascii_case("wal") {

@@ -349,13 +349,33 @@ pub(crate) fn check_current(conn: &mut Connection) -> Result<()> {
     let known = MIGRATIONS.len();
     match version as usize {
         v if v == known => Ok(()),
-        0 => Err(StoreError::backend("not a daicho ledger (no schema); run `daicho init` to create one")),
+        0 => Err(refuse_foreign(conn).err().unwrap_or_else(|| {
+            StoreError::backend("not a daicho ledger (no schema); run `daicho init` to create one")
+        })),
         v if v < known => Err(StoreError::backend(format!(
             "the ledger has schema version {v}, older than this daicho's {known}; any command that writes upgrades it"
         ))),
         v => Err(StoreError::backend(format!(
             "the ledger has schema version {v}, newer than this daicho knows ({known}); upgrade daicho"
         ))),
+    }
+}
+
+/// Refuses a database of something else: another program's tables and no daicho schema. Its
+/// owner named the wrong file, and it is never made a ledger. Only reads: it runs before the
+/// connection switches the file to WAL (a write), so the file is left exactly as it was.
+pub(crate) fn refuse_foreign(conn: &Connection) -> Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(backend)?;
+    if version != 0 {
+        return Ok(());
+    }
+    let objects: i64 =
+        conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).map_err(backend)?;
+    match objects {
+        0 => Ok(()),
+        _ => Err(StoreError::backend(
+            "not a daicho ledger: a SQLite database of something else (it has tables, but no daicho schema); nothing was written",
+        )),
     }
 }
 
@@ -376,14 +396,8 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
             MIGRATIONS.len()
         )));
     }
-    // A database of something else (another program's tables, no daicho schema) is never made a
-    // ledger: its owner named the wrong file.
-    let objects: i64 =
-        tx.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).map_err(backend)?;
-    if version == 0 && objects > 0 {
-        return Err(StoreError::backend(
-            "not a daicho ledger: a SQLite database of something else (it has tables, but no daicho schema); nothing was written",
-        ));
+    if version == 0 {
+        refuse_foreign(&tx)?;
     }
     for sql in &MIGRATIONS[version..] {
         tx.execute_batch(sql).map_err(backend)?;

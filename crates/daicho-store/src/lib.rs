@@ -1232,9 +1232,16 @@ impl Batch {
                 )
             }
             Refused::DuplicateId { first_index, reference, .. } => {
-                let at = match self.items.get(*first_index).and_then(|first| first.line) {
-                    Some(line) => format!("line {line}"),
-                    None => format!("item #{}", first_index + 1),
+                let first = self.items.get(*first_index);
+                let line = first.as_ref().and_then(|first| first.line);
+                let here = self.items.get(refused.index()).and_then(|item| item.file.clone());
+                // In another file of the same import, that file is named (`a.csv:2`).
+                let elsewhere =
+                    first.and_then(|first| first.file.clone()).filter(|file| Some(file) != here.as_ref());
+                let at = match (line, elsewhere) {
+                    (Some(line), Some(file)) => format!("{file}:{line}"),
+                    (Some(line), None) => format!("line {line}"),
+                    (None, _) => format!("item #{}", first_index + 1),
                 };
                 format!("id '{reference}' appears twice in this input: here and at {at}")
             }
@@ -1287,12 +1294,20 @@ impl Batch {
     }
 
     /// Converts a dependency error whose origin is an item index into an input error. The
-    /// item's title is named too, since a new item's id may be one the ledger just chose.
+    /// item's title is named too, since a new item's id may be one the ledger just chose; a
+    /// missing dep of an item that names no id is the item's by its title alone (the id chosen
+    /// for it is never written, so naming it would send a person looking for a row that is not
+    /// there).
     pub fn dag_error(&self, error: DagError) -> StoreError {
         let item = error.origin().and_then(|i| self.items.get(i));
-        let reason = match item {
-            Some(item) => format!("{error} (task '{}')", item.title.trim()),
-            None => error.to_string(),
+        let reason = match (&error, item) {
+            (DagError::UnknownDep { task, dep, .. }, Some(item))
+                if item.ref_id.as_deref().and_then(TaskId::parse) != Some(*task) =>
+            {
+                format!("task '{}' depends on {dep}, which is not in the ledger", item.title.trim())
+            }
+            (_, Some(item)) => format!("{error} (task '{}')", item.title.trim()),
+            (_, None) => error.to_string(),
         };
         self.error_at(error.origin(), reason)
     }

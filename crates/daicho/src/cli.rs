@@ -14,6 +14,10 @@ use crate::cmd;
 /// dependency graph, and lists the work that is ready.
 #[derive(Debug, Parser)]
 #[command(name = "daicho", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    after_help = "Exit codes: 0 ok, 1 error, 2 usage, 75 temporary (the ledger's database out of reach or \
+                        locked: try again)."
+)]
 pub struct Cli {
     /// The ledger: a SQLite file, or a PostgreSQL URL (postgres://…). Default: .daicho/ledger.db
     /// under the current directory.

@@ -95,9 +95,67 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 
 /// Reports an error once: on stderr, and as `{"error": …}` on stdout with `--json`.
 pub fn report_error(err: &anyhow::Error, json: bool) {
-    let message = format!("{err:#}");
+    let message = error_text(err);
     eprintln!("daicho: error: {message}");
     if json {
         let _ = print_json(&serde_json::json!({ "error": message }));
+    }
+}
+
+/// An error and its causes, as `{:#}` writes them but each said once: a cause whose words the
+/// message already holds is left out (SQLite's error repeats in its wrapper and again as
+/// "Error code 8: …"), so a person reads "attempt to write a readonly database" once.
+pub fn error_text(err: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        let words = match text.strip_prefix("Error code ").and_then(|rest| rest.split_once(": ")) {
+            Some((code, words)) if code.bytes().all(|b| b.is_ascii_digit()) => words,
+            _ => text.as_str(),
+        };
+        if message.contains(words) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    /// An error with a message and a cause, as a store error wraps SQLite's.
+    #[derive(Debug)]
+    struct Wrapped(&'static str, Option<Box<Wrapped>>);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    /// X4: each cause of an error is said once, and causes with words of their own are kept.
+    #[test]
+    fn x4_an_error_says_each_cause_once() {
+        let code = Wrapped("Error code 8: attempt to write a readonly database", None);
+        let sqlite = Wrapped("attempt to write a readonly database", Some(Box::new(code)));
+        let store = Wrapped("SQLite: attempt to write a readonly database", Some(Box::new(sqlite)));
+        let err = anyhow::Error::new(store).context("database");
+        assert_eq!(error_text(&err), "database: SQLite: attempt to write a readonly database");
+        let err = anyhow::anyhow!("unable to open database file").context("cannot open x.db");
+        assert_eq!(error_text(&err), "cannot open x.db: unable to open database file");
+        let other = Wrapped("Error code 14: unable to open database file", None);
+        let err = anyhow::Error::new(other).context("cannot open x.db");
+        assert_eq!(error_text(&err), "cannot open x.db: Error code 14: unable to open database file");
     }
 }

@@ -200,6 +200,7 @@ pub(crate) fn each_line_item(
         if line.trim().is_empty() {
             continue;
         }
+        object_at(line).map_err(|reason| InputError::new(file, Some(index + 1), reason))?;
         let wire: WireItem = serde_json::from_str(line)
             .map_err(|e| InputError::new(file, Some(index + 1), format!("bad task: {e}")))?;
         let at = line.as_ptr() as usize - text.as_ptr() as usize;
@@ -220,6 +221,7 @@ pub(crate) fn item_at(
     file: &str,
     defaults: &ItemDefaults,
 ) -> Result<Item, InputError> {
+    object_at(text).map_err(|reason| InputError::new(file, Some(line), reason))?;
     let mut de = serde_json::Deserializer::from_str(text);
     let wire = WireItem::deserialize(&mut de).map_err(|e| {
         InputError::new(file, Some(line + e.line().saturating_sub(1)), format!("bad task: {e}"))
@@ -227,8 +229,28 @@ pub(crate) fn item_at(
     wire_item(wire, line, file, defaults)
 }
 
+/// A task is a JSON object: serde would also read an array as a [`WireItem`], its values taken
+/// as the fields in their order, so `["T-971", "PJ-Y", …]` became a task of project PJ-Y.
+fn object_at(text: &str) -> Result<(), String> {
+    let found = match text.trim_start().chars().next() {
+        Some('{') | None => return Ok(()),
+        Some('[') => "an array",
+        Some('"') => "a string",
+        Some('t' | 'f') => "a boolean",
+        Some('n') => "null",
+        Some(_) => "a number",
+    };
+    Err(format!("bad task: expected a task object ({{\"title\": …}}), found {found}"))
+}
+
 fn wire_item(wire: WireItem, line: usize, file: &str, defaults: &ItemDefaults) -> Result<Item, InputError> {
     let item = to_item(wire, line).map_err(|reason| InputError::new(file, Some(line), reason))?;
+    // A JSON task names itself: an object without a title is a producer's mistake (a misnamed
+    // field is refused as unknown), not a blank line of a sheet (M9), and is refused as the CSV
+    // reader refuses a row with an id and no title.
+    if item.title.trim().is_empty() {
+        return Err(InputError::new(file, Some(line), "empty title: a task needs a \"title\""));
+    }
     finish_item(item, defaults, file)
 }
 
@@ -344,6 +366,7 @@ fn to_item(wire: WireItem, line: usize) -> Result<Item, String> {
         tags,
         failures: wire.failures.unwrap_or(0),
         refresh: wire.refresh.unwrap_or(false),
+        by_hand: false,
         key_title: None,
         person_cells: match wire.by_person {
             Some(names) => PersonCells::parse_names(names.into_vec().iter().map(String::as_str))?,
@@ -531,6 +554,35 @@ mod tests {
         ] {
             let err = parse(text, "t.json", &ItemDefaults::default()).unwrap_err().to_string();
             assert!(err.contains(expect) && !err.contains("untagged") && !err.contains("enum"), "{err}");
+        }
+    }
+
+    /// X4: a task is an object with a title: an array is not read as the fields in their order,
+    /// a string or a number is named as what it is, and an object without a title is refused,
+    /// in a document and in JSON Lines, with its line.
+    #[test]
+    fn x4_a_task_that_is_not_an_object_is_refused_with_its_line() {
+        for (text, line, found) in [
+            ("[\n[\"fix the parser\", \"urgent\"]\n]", 2, "found an array"),
+            ("[\n{\"title\": \"a\"},\n\"b\"\n]", 3, "found a string"),
+        ] {
+            let err = parse(text, "in.json", &defaults()).unwrap_err();
+            assert_eq!(err.line, Some(line), "{text:?}: {err}");
+            assert!(
+                err.reason.contains(&format!("expected a task object ({{\"title\": …}}), {found}")),
+                "{err}"
+            );
+        }
+        for (text, line, found) in [
+            ("{\"title\": \"a\"}\n[\"T-971\", \"PJ-Y\", null, null, \"positional\"]\n", 2, "found an array"),
+            ("\n42\n", 2, "found a number"),
+            ("{\"title\": \"a\"}\n{\"body\": \"details only\", \"priority\": 5}\n", 2, "empty title"),
+            ("{\"id\": \"T-306\", \"title\": \" \"}\n", 1, "empty title"),
+            ("{\"title\": \"a\"}\ntrue\n", 2, "found a boolean"),
+        ] {
+            let err = parse_lines(text, "in.jsonl", &defaults()).unwrap_err();
+            assert_eq!(err.line, Some(line), "{text:?}: {err}");
+            assert!(err.reason.contains(found), "{err}");
         }
     }
 

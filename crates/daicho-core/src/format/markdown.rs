@@ -80,6 +80,13 @@ fn parse_line(line: &str, number: usize) -> Result<Option<Item>, String> {
             rest = &inner[end + 1..];
         }
         // Any other bracket (`[WIP]`, a link) is part of the title.
+    } else if let Some(inner) = rest.strip_prefix('[')
+        && (inner.starts_with("T-") || inner.starts_with("t-"))
+        && inner[2..].starts_with(|c: char| c.is_ascii_digit())
+    {
+        // `[T-232 title`: an id whose bracket was never closed, not a title.
+        let candidate: String = inner.chars().take_while(|c| !c.is_whitespace()).collect();
+        return Err(format!("malformed id '[{candidate}' (no closing ']'; expected the form [T-0001])"));
     }
 
     let segments = split_segments(rest);
@@ -279,6 +286,29 @@ enum Field {
     ByPerson,
 }
 
+/// The Japanese keys of [`field_of`].
+const JAPANESE_KEYS: [&str; 19] = [
+    "案件",
+    "依存",
+    "分類",
+    "担当",
+    "期限",
+    "発生源",
+    "状態",
+    "優先度",
+    "開始",
+    "内容",
+    "根拠",
+    "タグ",
+    "実行結果",
+    "修正指示",
+    "実行日時",
+    "失敗回数",
+    "集約",
+    "実行",
+    "人が記入",
+];
+
 fn field_of(key: &str) -> Option<Field> {
     let field = match key.to_lowercase().as_str() {
         "pj" | "project" | "案件" => Field::Project,
@@ -312,6 +342,13 @@ fn set_field(item: &mut Item, tags: &mut Tags, key: &str, value: &str) -> Result
         if key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !value.starts_with("//") {
             return Err(format!(
                 "unknown field '{key}' (known: PJ, 依存/deps, 分類/type, 担当/assignee, 期限/due, 発生源/source, 状態/status, …)"
+            ));
+        }
+        // A Japanese key one character off a field's (依存先, 担当者, 期日) is a misspelt field,
+        // not a tag: it would drop the deps, assignee or due date without a word.
+        if let Some(near) = JAPANESE_KEYS.iter().find(|k| k.chars().next() == key.chars().next()) {
+            return Err(format!(
+                "unknown field '{key}' (did you mean {near}? a tag of your own with this word goes in タグ:…)"
             ));
         }
         tags.insert(&format!("{key}:{value}"));
@@ -693,7 +730,11 @@ mod tests {
             ("- [ ] a\n- [ ] b | 期限:tomorrow\n", 2, "not a date"),
             ("- [ ] a | colour:red\n", 1, "unknown field 'colour'"),
             ("- [ ] a | 状態:finished\n", 1, "not a status"),
+            ("- [ ] y | 依存先:T-999 | 担当者:alice\n", 1, "unknown field '依存先' (did you mean 依存?"),
+            ("- [ ] y | 期日:2026-12-01\n", 1, "unknown field '期日' (did you mean 期限?"),
+            ("- [ ] a\n- [ ] [T-232 missing bracket\n", 2, "malformed id '[T-232' (no closing ']'"),
         ];
+        assert!(JAPANESE_KEYS.iter().all(|k| field_of(k).is_some()), "each is a field's key");
         for (text, line, reason) in cases {
             let err = parse(text, "tasks.md", &defaults()).unwrap_err();
             assert_eq!(err.line, Some(line), "{text:?}: {err}");

@@ -143,6 +143,7 @@ fn i1_exit_codes_help_and_missing_ledger() {
     let ledger = Ledger::uninitialized();
     let help = ledger.run(&["--help"]);
     assert_eq!(help.code, 0);
+    assert!(help.stdout.contains("Exit codes: 0 ok, 1 error, 2 usage, 75 temporary"), "{}", help.stdout);
     for command in ["init", "add", "push", "ready", "list", "show", "set", "log", "import", "export"] {
         assert!(help.stdout.contains(command), "--help lists {command}");
         let sub = ledger.run(&[command, "--help"]);
@@ -158,6 +159,10 @@ fn i1_exit_codes_help_and_missing_ledger() {
         usage.stdout
     );
     assert_eq!(ledger.run(&["list", "--status"]).code, 2);
+    let notes = ledger.file("notes.txt", "- [ ] a task\n");
+    let unknown = ledger.run(&["import", &notes]);
+    assert_eq!(unknown.code, 2, "a format that cannot be told is a usage error: {}", unknown.stderr);
+    assert!(unknown.stderr.contains("pass --format md|json|jsonl|csv"), "{}", unknown.stderr);
     let missing = ledger.run(&["list"]);
     assert_eq!(missing.code, 1);
     assert!(

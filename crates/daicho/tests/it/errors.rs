@@ -102,7 +102,21 @@ fn x4_push_refuses_bad_input_with_json_error_and_writes_nothing() {
     assert_eq!(run.code, 1);
     let error: serde_json::Value = run.json();
     let message = error["error"].as_str().unwrap();
-    assert!(message.starts_with("<stdin>:1: "), "{message}");
-    assert!(message.contains("depends on T-0404, which is not in the ledger (task 'a')"), "{message}");
+    // The item is named by its title: the id the ledger would have chosen for it is no row's.
+    assert_eq!(message, "<stdin>:1: task 'a' depends on T-0404, which is not in the ledger");
+    assert_eq!(ledger.export(), before);
+}
+
+/// X4: an id twice in an import of several files names both places, each with its file.
+#[test]
+fn x4_an_id_twice_across_files_names_both_files() {
+    let ledger = seeded();
+    let before = ledger.export();
+    let a = ledger.file("a1.csv", "id,title\nT-0950,alpha\n");
+    let b = ledger.file("b1.csv", "id,title\nT-0951,other\nT-0950,beta\n");
+    let run = ledger.run(&["import", &a, &b]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let expected = format!("{b}:3: id 'T-0950' appears twice in this input: here and at {a}:2");
+    assert!(run.stderr.contains(&expected), "{}", run.stderr);
     assert_eq!(ledger.export(), before);
 }

@@ -24,7 +24,7 @@ fn x4_an_empty_file_is_not_taken_for_a_ledger() {
 /// X4, D3: a file that is not a ledger is never made one: another program's SQLite database (the
 /// daicho schema was written into it beside its own tables) and a short file of text (SQLite
 /// takes one under its header's size for an empty database, and overwrote it) are refused by
-/// every command, `init` included, and left as they were.
+/// every command, `init` included, and left as they were, byte for byte.
 #[test]
 fn x4_a_database_of_something_else_or_a_short_file_is_not_made_a_ledger() {
     let ledger = Ledger::uninitialized();
@@ -36,6 +36,7 @@ fn x4_a_database_of_something_else_or_a_short_file_is_not_made_a_ledger() {
         .expect("python3 makes a database");
     assert!(made.success());
     let other = other.display().to_string();
+    let bytes = std::fs::read(&other).expect("the other database");
     let short = ledger.file("short.db", "x");
     let tables = |db: &str| -> String {
         let out = std::process::Command::new("python3")
@@ -56,10 +57,19 @@ fn x4_a_database_of_something_else_or_a_short_file_is_not_made_a_ledger() {
             full.extend_from_slice(args);
             let run = ledger.run(&full);
             assert_ne!(run.code, 0, "{full:?}: {}", run.stdout);
-            let refused = run.stderr.contains(says) || run.stderr.contains("not a daicho ledger (no schema)");
+            let refused = run.stderr.contains(says)
+                || (db == &short && run.stderr.contains("not a daicho ledger (no schema)"));
             assert!(refused, "{full:?}: {}", run.stderr);
         }
         assert_eq!(tables(&other), "['users']", "{args:?} wrote into the other program's database");
+        // Not a byte of it changed, and it was not switched to WAL (which writes its header).
+        assert!(
+            std::fs::read(&other).expect("the other database") == bytes,
+            "{args:?} changed the other database"
+        );
+        for file in [format!("{other}-wal"), format!("{other}-shm")] {
+            assert!(!std::path::Path::new(&file).exists(), "{args:?} made {file}");
+        }
         assert_eq!(std::fs::read_to_string(&short).expect("short"), "x", "{args:?} wrote into the file");
     }
 }
