@@ -74,10 +74,10 @@ pub struct Item {
     /// them so that `import --ledger` keeps them the person's (S13). Only a person's batch sets
     /// them.
     pub person_cells: crate::authority::PersonCells,
-    /// A row a person writes by hand (`daicho add`): a new row is theirs in every cell, the
-    /// ones they left empty too ([`crate::authority::PersonCells`]), so no source fills or
-    /// overwrites any of them, nor routes a manual task to an executor (S13, M5). An existing
-    /// row is filled as by any item. Only a person's batch keeps it.
+    /// A row a person writes by hand (`daicho add`): a new row is theirs in every cell they
+    /// wrote, and in its action and tags even empty ([`crate::authority::PersonCells`]), so no
+    /// source overwrites what they wrote nor routes their manual task to an executor (S13, M5).
+    /// An existing row is filled as by any item. Only a person's batch keeps it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub by_hand: bool,
     /// An aggregate whose body and evidence overwrite the row's on every sync (M6).

@@ -348,7 +348,7 @@ pub struct Skip {
 /// Why an item changes nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SkipReason {
-    /// No id and no title: a blank line is not a task (M9).
+    /// No title: a blank line is not a task (M9), and an id alone names no row's key.
     Blank,
     /// The same key came earlier in this input; the first wins (M7).
     DuplicateInInput {
@@ -360,7 +360,8 @@ pub enum SkipReason {
     /// The matching row already has every value the item offers (M5, M8).
     Unchanged,
     /// The item offers other values for cells the row already has; the row's are kept, since
-    /// only empty cells are filled (M5).
+    /// only empty cells are filled (M5); `status` among them when the item offers another status,
+    /// which only a person or a run moves (S13).
     Kept(Vec<&'static str>),
 }
 
@@ -386,11 +387,21 @@ impl std::fmt::Display for SkipReason {
             SkipReason::Closed(status) => {
                 write!(f, "row is {status}; closed rows are never touched")
             }
-            SkipReason::Kept(fields) => write!(
-                f,
-                "the row keeps its own {} (only empty cells are filled from a source)",
-                fields.join(", ")
-            ),
+            SkipReason::Kept(fields) => {
+                let cells: Vec<&str> = fields.iter().copied().filter(|&f| f != "status").collect();
+                if !cells.is_empty() {
+                    write!(
+                        f,
+                        "the row keeps its own {} (only empty cells are filled from a source)",
+                        cells.join(", ")
+                    )?;
+                }
+                if fields.contains(&"status") {
+                    let sep = if cells.is_empty() { "" } else { "; " };
+                    write!(f, "{sep}the row keeps its own status (only a person or a run moves a row)")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -1146,11 +1157,24 @@ fn new_row(id: TaskId, item: &Item, key: String, deps: Vec<TaskId>, now: Timesta
     task.tags = item.tags.clone();
     task.failures = item.failures;
     task.person_cells = match item.by_hand {
-        true => PersonCells::of(SourceCell::ALL),
+        true => by_hand(&task),
         false => item.person_cells,
     };
     task.refresh = item.refresh;
     task
+}
+
+/// The cells of a row a person adds by hand that are theirs (S13, M5): every cell they wrote,
+/// and its action and tags even empty, since an empty action makes the task manual and no
+/// source may route an agent to it. The other empty cells are left to the sources to fill, and
+/// an export carries no mark on them that would empty another ledger's row.
+fn by_hand(task: &Task) -> PersonCells {
+    let blank = Task::with_key(task.id, "", "", String::new(), task.created_at);
+    PersonCells::of(
+        SourceCell::ALL.into_iter().filter(|&cell| {
+            matches!(cell, SourceCell::Action | SourceCell::Tags) || cell.differs(task, &blank)
+        }),
+    )
 }
 
 #[cfg(test)]
@@ -1235,15 +1259,17 @@ mod tests {
         );
     }
 
-    /// S13, M5: a new row a person writes by hand (`by_hand`) is theirs in every cell, empty ones
-    /// too; the same item from anyone else marks nothing, and a row already there is only filled.
+    /// S13, M5: a new row a person writes by hand (`by_hand`) is theirs in every cell they wrote,
+    /// and in its action and tags even empty (a manual task stays manual); the same item from
+    /// anyone else marks nothing, and a row already there is only filled.
     #[test]
-    fn s13_a_row_a_person_adds_by_hand_is_theirs_in_every_cell() {
+    fn s13_a_row_a_person_adds_by_hand_is_theirs_where_they_wrote_and_stays_manual() {
         let mut item = Item::new("rotate the keys", "ops");
         (item.body, item.by_hand) = ("call Ana first".into(), true);
         let keys = incoming_keys(std::slice::from_ref(&item));
+        let theirs = [SourceCell::Title, SourceCell::Body, SourceCell::Action, SourceCell::Tags];
         for (authority, marks) in [
-            (Authority::Person, PersonCells::of(SourceCell::ALL)),
+            (Authority::Person, PersonCells::of(theirs)),
             (Authority::Producer, PersonCells::NONE),
             (Authority::Puller, PersonCells::NONE),
             (Authority::Agent, PersonCells::NONE),

@@ -316,6 +316,22 @@ pub(crate) async fn check_current(client: &Client) -> Result<()> {
 pub(crate) async fn migrate(client: &mut Client) -> Result<usize> {
     let tx = client.transaction().await.map_err(backend)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(backend)?;
+    // A database of something else (another program's tables, no daicho schema) is never made a
+    // ledger (X4): its owner named the wrong database. Refused before anything is created.
+    let foreign: bool = tx
+        .query_one(
+            "SELECT to_regclass('daicho_schema') IS NULL AND EXISTS (SELECT 1 FROM pg_tables \
+             WHERE schemaname = current_schema())",
+            &[],
+        )
+        .await
+        .map_err(backend)?
+        .get(0);
+    if foreign {
+        return Err(StoreError::backend(
+            "not a daicho ledger: a PostgreSQL database of something else (it has tables, but no daicho schema); nothing was written",
+        ));
+    }
     tx.batch_execute("CREATE TABLE IF NOT EXISTS daicho_schema (version INT NOT NULL)")
         .await
         .map_err(backend)?;

@@ -1295,9 +1295,9 @@ impl Batch {
 
     /// Converts a dependency error whose origin is an item index into an input error. The
     /// item's title is named too, since a new item's id may be one the ledger just chose; a
-    /// missing dep of an item that names no id is the item's by its title alone (the id chosen
-    /// for it is never written, so naming it would send a person looking for a row that is not
-    /// there).
+    /// missing dep of an item that names no id is the item's by its title alone (the item may be
+    /// a new row, whose chosen id is never written: naming it would send a person looking for a
+    /// row that is not there).
     pub fn dag_error(&self, error: DagError) -> StoreError {
         let item = error.origin().and_then(|i| self.items.get(i));
         let reason = match (&error, item) {

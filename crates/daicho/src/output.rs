@@ -102,18 +102,23 @@ pub fn report_error(err: &anyhow::Error, json: bool) {
     }
 }
 
-/// An error and its causes, as `{:#}` writes them but each said once: a cause whose words the
-/// message already holds is left out (SQLite's error repeats in its wrapper and again as
-/// "Error code 8: …"), so a person reads "attempt to write a readonly database" once.
+/// An error and its causes, as `{:#}` writes them but each said once: a cause the message
+/// already ends with is left out (SQLite's error repeats in its wrapper), and SQLite's own
+/// "Error code 8: attempt to write a readonly database" adds only its code when its words are
+/// there already, so a person reads "attempt to write a readonly database (code 8)".
 pub fn error_text(err: &anyhow::Error) -> String {
     let mut message = String::new();
     for cause in err.chain() {
         let text = cause.to_string();
-        let words = match text.strip_prefix("Error code ").and_then(|rest| rest.split_once(": ")) {
-            Some((code, words)) if code.bytes().all(|b| b.is_ascii_digit()) => words,
-            _ => text.as_str(),
-        };
-        if message.contains(words) {
+        let said = |words: &str| message.ends_with(words) || message.contains(&format!("{words}: "));
+        if said(&text) {
+            continue;
+        }
+        if let Some((code, words)) = text.strip_prefix("Error code ").and_then(|rest| rest.split_once(": "))
+            && code.bytes().all(|b| b.is_ascii_digit())
+            && said(words)
+        {
+            message.push_str(&format!(" (code {code})"));
             continue;
         }
         if !message.is_empty() {
@@ -144,18 +149,22 @@ mod tests {
         }
     }
 
-    /// X4: each cause of an error is said once, and causes with words of their own are kept.
+    /// X4: each cause of an error is said once, SQLite's code kept, and causes with words of their
+    /// own are kept.
     #[test]
     fn x4_an_error_says_each_cause_once() {
         let code = Wrapped("Error code 8: attempt to write a readonly database", None);
         let sqlite = Wrapped("attempt to write a readonly database", Some(Box::new(code)));
         let store = Wrapped("SQLite: attempt to write a readonly database", Some(Box::new(sqlite)));
         let err = anyhow::Error::new(store).context("database");
-        assert_eq!(error_text(&err), "database: SQLite: attempt to write a readonly database");
+        assert_eq!(error_text(&err), "database: SQLite: attempt to write a readonly database (code 8)");
         let err = anyhow::anyhow!("unable to open database file").context("cannot open x.db");
         assert_eq!(error_text(&err), "cannot open x.db: unable to open database file");
         let other = Wrapped("Error code 14: unable to open database file", None);
         let err = anyhow::Error::new(other).context("cannot open x.db");
         assert_eq!(error_text(&err), "cannot open x.db: Error code 14: unable to open database file");
+        // A short cause that happens to be inside the message is still said.
+        let err = anyhow::anyhow!("x.db").context("cannot open x.db for writing");
+        assert_eq!(error_text(&err), "cannot open x.db for writing: x.db");
     }
 }

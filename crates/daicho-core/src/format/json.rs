@@ -230,25 +230,34 @@ pub(crate) fn item_at(
 }
 
 /// A task is a JSON object: serde would also read an array as a [`WireItem`], its values taken
-/// as the fields in their order, so `["T-971", "PJ-Y", …]` became a task of project PJ-Y.
+/// as the fields in their order, so `["T-971", "PJ-Y", …]` became a task of project PJ-Y. A
+/// JSON value of another kind is named as what it is; text that is no JSON value at all is left
+/// to the parser's own message (`expected value at line 1 column 1`).
 fn object_at(text: &str) -> Result<(), String> {
-    let found = match text.trim_start().chars().next() {
-        Some('{') | None => return Ok(()),
+    let first = text.trim_start().chars().next();
+    if matches!(first, Some('{') | None)
+        || serde::de::IgnoredAny::deserialize(&mut serde_json::Deserializer::from_str(text)).is_err()
+    {
+        return Ok(());
+    }
+    let found = match first {
         Some('[') => "an array",
         Some('"') => "a string",
         Some('t' | 'f') => "a boolean",
         Some('n') => "null",
-        Some(_) => "a number",
+        _ => "a number",
     };
     Err(format!("bad task: expected a task object ({{\"title\": …}}), found {found}"))
 }
 
 fn wire_item(wire: WireItem, line: usize, file: &str, defaults: &ItemDefaults) -> Result<Item, InputError> {
     let item = to_item(wire, line).map_err(|reason| InputError::new(file, Some(line), reason))?;
-    // A JSON task names itself: an object without a title is a producer's mistake (a misnamed
-    // field is refused as unknown), not a blank line of a sheet (M9), and is refused as the CSV
-    // reader refuses a row with an id and no title.
-    if item.title.trim().is_empty() {
+    // A JSON task names itself: an object with fields but no title (an id, a body) is a
+    // producer's mistake and refused, as the CSV reader refuses a row with an id and no title; an
+    // object with nothing in it is a blank line (M9) and skipped.
+    let blank = Item { line: item.line, ..Item::default() };
+    let untitled = Item { title: String::new(), ..item.clone() };
+    if item.title.trim().is_empty() && untitled != blank {
         return Err(InputError::new(file, Some(line), "empty title: a task needs a \"title\""));
     }
     finish_item(item, defaults, file)
@@ -558,8 +567,9 @@ mod tests {
     }
 
     /// X4: a task is an object with a title: an array is not read as the fields in their order,
-    /// a string or a number is named as what it is, and an object without a title is refused,
-    /// in a document and in JSON Lines, with its line.
+    /// a string or a number is named as what it is (text that is no JSON keeps the parser's
+    /// message), and an object with fields but no title is refused, in a document and in JSON
+    /// Lines, with its line; an empty object is a blank line (M9).
     #[test]
     fn x4_a_task_that_is_not_an_object_is_refused_with_its_line() {
         for (text, line, found) in [
@@ -578,12 +588,16 @@ mod tests {
             ("\n42\n", 2, "found a number"),
             ("{\"title\": \"a\"}\n{\"body\": \"details only\", \"priority\": 5}\n", 2, "empty title"),
             ("{\"id\": \"T-306\", \"title\": \" \"}\n", 1, "empty title"),
+            ("{\"title\": \"a\"}\n<html>\n", 2, "bad task: expected value at line 1 column 1"),
+            ("title: x\n", 1, "bad task: expected ident at line 1 column 2"),
             ("{\"title\": \"a\"}\ntrue\n", 2, "found a boolean"),
         ] {
             let err = parse_lines(text, "in.jsonl", &defaults()).unwrap_err();
             assert_eq!(err.line, Some(line), "{text:?}: {err}");
             assert!(err.reason.contains(found), "{err}");
         }
+        let blank = parse("[{\"title\": \"a\"}, {}, {\"title\": \"\"}]", "in.json", &defaults()).unwrap();
+        assert_eq!(blank.iter().filter(|i| i.is_blank()).count(), 2, "{blank:?}");
     }
 
     /// X5: a source's own JSON records keep their lines, in an array, a `tasks` document or

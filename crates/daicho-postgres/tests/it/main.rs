@@ -112,6 +112,29 @@ async fn eight_processes_starting_together_migrate_once() {
     assert_eq!(applied.iter().filter(|&&n| n > 0).count(), 1, "exactly one migrated: {applied:?}");
 }
 
+/// X4: a database of another program (its own tables, no daicho schema) is never made a ledger:
+/// refused, and nothing is created in it.
+#[tokio::test]
+async fn x4_a_database_of_something_else_is_not_made_a_ledger() {
+    let backend = PgBackend::fresh();
+    let Some(url) = backend.url.clone() else { return };
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let task = tokio::spawn(connection);
+    client.batch_execute("CREATE TABLE invoices (n INT)").await.expect("another program's table");
+    let err = PgStore::open(&url).await.expect_err("refused");
+    assert!(err.to_string().contains("a PostgreSQL database of something else"), "{err}");
+    let tables: Vec<String> = client
+        .query("SELECT tablename::TEXT FROM pg_tables WHERE schemaname = 'public' ORDER BY 1", &[])
+        .await
+        .expect("tables")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(tables, ["invoices"], "nothing created in it");
+    drop(client);
+    let _ = task.await;
+}
+
 #[test]
 fn passwords_never_appear_in_messages() {
     assert_eq!(

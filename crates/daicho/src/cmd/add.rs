@@ -75,7 +75,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         deps: args.deps,
         tags: args.tags.iter().map(String::as_str).collect::<Tags>(),
         status: args.status,
-        // Every cell of a new row is the person's (S13): no source writes into it again.
+        // A new row's cells the person wrote, and its action and tags, are theirs (S13).
         by_hand: true,
         ..Item::default()
     };

@@ -303,17 +303,18 @@ fn s13_m6_a_cell_a_person_wrote_or_emptied_stays_theirs_through_push_sync_and_im
     );
 }
 
-/// S13, M5, M6: a row a person adds by hand is theirs in every cell, the ones they left empty
-/// too: a producer's push with `refresh` and an import offering the same row write none of its
-/// cells (its body and evidence stay the person's, and no agent is routed to the manual task).
+/// S13, M5, M6: a row a person adds by hand is theirs in every cell they wrote, and in its
+/// action and tags even empty: a producer's push with `refresh` and an import offering the same
+/// row overwrite none of it (its body and evidence stay the person's, and no agent is routed to
+/// the manual task), while an empty cell the person did not write is filled as any row's (M5).
 /// An `add` that meets a row already there fills its empty cells and makes none of them theirs.
 #[test]
-fn s13_m5_a_row_a_person_adds_is_theirs_in_every_cell() {
+fn s13_m5_a_row_a_person_adds_is_theirs_where_they_wrote_and_stays_manual() {
     let ledger = Ledger::new();
     let add = ["add", "rotate the credentials", "--source", "ops", "--body", "by hand; call Ana first"];
     ledger.run(&[&add[..], &["--evidence", "incident-42"]].concat()).ok();
     let shown: crate::TaskJson = ledger.run(&["show", "T-0001", "--json"]).ok().json();
-    assert_eq!(shown.person_cells.len(), 12, "every cell is the person's: {:?}", shown.person_cells);
+    assert_eq!(shown.person_cells, ["title", "body", "evidence", "action", "tags"]);
     let offer = r#"[{"title":"rotate the credentials","source":"ops","refresh":true,"body":"run the script now",
                     "evidence":"https://elsewhere.example","action":"agent","tags":["ai"],"assignee":"bot"}]"#;
     let offer_file = ledger.file("offer.json", offer);
@@ -326,7 +327,11 @@ fn s13_m5_a_row_a_person_adds_is_theirs_in_every_cell() {
             ("by hand; call Ana first", "incident-42"),
             "{args:?}"
         );
-        assert_eq!((row.action.as_str(), row.assignee.as_str()), ("", ""), "{args:?}: nothing filled");
+        assert_eq!(
+            (row.action.as_str(), row.assignee.as_str()),
+            ("", "bot"),
+            "{args:?}: manual, assignee filled"
+        );
         assert!(row.tags.is_empty(), "{args:?}: {:?}", row.tags);
     }
     let ready = ledger.run(&["ready", "--json"]).ok().json::<Value>();

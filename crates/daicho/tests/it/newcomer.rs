@@ -88,8 +88,8 @@ fn f2_purge_and_restore_of_an_unknown_source_say_so() {
     ledger.run(&["purge-source", "scan"]).ok();
 }
 
-/// M5: an import whose item offers other values for cells a row already has says that the row
-/// keeps its own, not that nothing changed.
+/// M5, S13: an import whose item offers other values for cells a row already has, or another
+/// status, says that the row keeps its own, not that nothing changed.
 #[test]
 fn m5_an_import_skip_says_which_cells_the_row_keeps() {
     let ledger = Ledger::new();
@@ -105,6 +105,12 @@ fn m5_an_import_skip_says_which_cells_the_row_keeps() {
     let run = ledger.run(&["import", &again]).ok();
     assert!(run.stdout.contains("T-0002 draft: the row keeps its own deps"), "{}", run.stdout);
     assert!(!run.stdout.contains("T-0002 draft: unchanged"), "{}", run.stdout);
+    // Another status is kept too, and said so: only a person or a run moves a row.
+    let moved = ledger.file("moved.csv", "id,title,status,source\nT-0003,review,done,tasks\n");
+    let run = ledger.run(&["import", &moved]).ok();
+    let said = "T-0003 review: the row keeps its own status (only a person or a run moves a row)";
+    assert!(run.stdout.contains(said), "{}", run.stdout);
+    assert_eq!(ledger.tasks()[2].status, "pending");
 }
 
 /// DAICHO_LANG=ja: `view`, `log`, ready's reasons and the sweep, doctor, approve, stats and sync
