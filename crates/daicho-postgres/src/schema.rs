@@ -317,11 +317,14 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<usize> {
     let tx = client.transaction().await.map_err(backend)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(backend)?;
     // A database of something else (another program's tables, no daicho schema) is never made a
-    // ledger (X4): its owner named the wrong database. Refused before anything is created.
+    // ledger (X4): its owner named the wrong database. Refused before anything is created. The
+    // tables of an extension (PostGIS's `spatial_ref_sys`) are the server's, not a program's.
     let foreign: bool = tx
         .query_one(
-            "SELECT to_regclass('daicho_schema') IS NULL AND EXISTS (SELECT 1 FROM pg_tables \
-             WHERE schemaname = current_schema())",
+            "SELECT to_regclass('daicho_schema') IS NULL AND EXISTS (SELECT 1 FROM pg_class c \
+             WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p') \
+             AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass \
+             AND d.objid = c.oid AND d.deptype = 'e'))",
             &[],
         )
         .await

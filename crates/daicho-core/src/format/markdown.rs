@@ -286,20 +286,25 @@ enum Field {
     ByPerson,
 }
 
-/// The field a Japanese key that is none means, if it plainly means one: a field's key with
-/// more after it, or a common word for one.
+/// The field a Japanese key that is none means, if it plainly means one: a field's key with one
+/// character more (依存先, 担当者; 担当部署 and 実行環境 are words of their own), or a common
+/// word for one.
 fn near_field(key: &str) -> Option<&'static str> {
-    const WORDS: [(&str, &str); 6] = [
+    const WORDS: [(&str, &str); 10] = [
         ("期日", "期限"),
         ("締切", "期限"),
         ("締め切り", "期限"),
         ("種別", "分類"),
         ("種類", "分類"),
+        ("カテゴリ", "分類"),
         ("ステータス", "状態"),
+        ("優先", "優先度"),
+        ("優先順位", "優先度"),
+        ("プロジェクト", "案件"),
     ];
     JAPANESE_KEYS
         .into_iter()
-        .find(|field| key.starts_with(field) && key != *field)
+        .find(|field| key.starts_with(field) && key.chars().count() == field.chars().count() + 1)
         .or_else(|| WORDS.iter().find(|(word, _)| *word == key).map(|(_, field)| *field))
 }
 
@@ -361,9 +366,9 @@ fn set_field(item: &mut Item, tags: &mut Tags, key: &str, value: &str) -> Result
                 "unknown field '{key}' (known: PJ, 依存/deps, 分類/type, 担当/assignee, 期限/due, 発生源/source, 状態/status, …)"
             ));
         }
-        // A field's Japanese key with more after it (依存先, 担当者) or a common word for one (期日,
-        // 締切) is a misspelt field, not a tag: it would drop the deps, assignee or due date
-        // without a word. Any other word is a tag of its own (発生日:…, 内部:…).
+        // A field's Japanese key with a character more (依存先, 担当者) or a common word for one
+        // (期日, 締切) is a misspelt field, not a tag: it would drop the deps, assignee or due date
+        // without a word. Any other word is a tag of its own (発生日:…, 担当部署:…).
         if let Some(near) = near_field(key) {
             return Err(format!(
                 "unknown field '{key}' (did you mean {near}? a tag of your own with this word goes in タグ:…)"
@@ -752,13 +757,17 @@ mod tests {
             ("- [ ] y | 期日:2026-12-01\n", 1, "unknown field '期日' (did you mean 期限?"),
             ("- [ ] a\n- [ ] [T-232 missing bracket\n", 2, "malformed id '[T-232' (no closing ']'"),
             ("- [ ] y | 締切:2026-12-01\n", 1, "unknown field '締切' (did you mean 期限?"),
+            ("- [ ] y | 優先順位:3\n", 1, "unknown field '優先順位' (did you mean 優先度?"),
         ];
         assert!(JAPANESE_KEYS.iter().all(|k| field_of(k).is_some()), "each is a field's key");
         // Other words, even near a field's key, stay tags.
-        let tagged =
-            parse("- [ ] y | 発生日:3/1 | 実施日:4/1 | 内部:レビュー | 状況:対応中\n", "t.md", &defaults())
-                .unwrap();
-        assert_eq!(tagged[0].tags.to_list(), "内部:レビュー,実施日:4/1,状況:対応中,発生日:3/1");
+        let tagged = parse(
+            "- [ ] y | 発生日:3/1 | 内部:レビュー | 担当部署:経理 | 実行環境:本番\n",
+            "t.md",
+            &defaults(),
+        )
+        .unwrap();
+        assert_eq!(tagged[0].tags.to_list(), "内部:レビュー,実行環境:本番,担当部署:経理,発生日:3/1");
         for (text, line, reason) in cases {
             let err = parse(text, "tasks.md", &defaults()).unwrap_err();
             assert_eq!(err.line, Some(line), "{text:?}: {err}");

@@ -55,7 +55,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     // A file whose format cannot be told is a usage error (exit 2), found before the ledger
     // is opened.
     for path in &args.files {
-        let name = if path.as_os_str() == "-" { "<stdin>".into() } else { path.to_string_lossy() };
+        let name = if path.as_os_str() == "-" { input::STDIN.into() } else { path.to_string_lossy() };
         input::format_of(args.format.map(FormatArg::format), &name, None).map_err(super::usage)?;
     }
     let store = ctx.store().await?;
