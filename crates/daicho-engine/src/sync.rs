@@ -13,6 +13,9 @@ use crate::{Config, Error, SourceConfig};
 /// A skipped item.
 #[derive(Debug, Serialize)]
 pub struct SkipReport {
+    /// Its file, when it came from one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
     /// Its line in its file.
     pub line: Option<usize>,
     /// Its title.
@@ -26,6 +29,7 @@ pub struct SkipReport {
 impl From<&SkippedItem> for SkipReport {
     fn from(s: &SkippedItem) -> SkipReport {
         SkipReport {
+            file: s.file.as_deref().map(str::to_owned),
             line: s.line,
             title: s.title.clone(),
             id: s.id.map(|i| i.to_string()),

@@ -497,7 +497,12 @@ pub fn imported(files: &str, report: &daicho_store::UpsertReport, shown: usize, 
         };
     }
     for skip in report.skipped.iter().take(shown) {
-        let at = skip.line.map(|l| format!("line {l}: ")).unwrap_or_default();
+        // Of an import of several files, the file too.
+        let at = match (skip.file.as_deref().filter(|&file| file != files), skip.line) {
+            (Some(file), Some(l)) => format!("{file}:{l}: "),
+            (None, Some(l)) => format!("line {l}: "),
+            (_, None) => String::new(),
+        };
         let id = skip.id.map(|i| format!("{i} ")).unwrap_or_default();
         let word = lang.pick("skipped", "スキップ");
         let _ = write!(text, "\n  {word} {at}{id}{}: {}", clip(&skip.title, 50), skip.reason);

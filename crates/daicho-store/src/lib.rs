@@ -131,6 +131,8 @@ pub struct Batch {
 /// An item the upsert left alone, with the reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SkippedItem {
+    /// The item's file, when it came from one (an import of several files names it).
+    pub file: Option<std::sync::Arc<str>>,
     /// The item's line in its file.
     pub line: Option<usize>,
     /// The item's title.
@@ -172,6 +174,7 @@ impl UpsertReport {
         self.added.extend(plan.add.iter().map(|a| a.task.id));
         self.updated.extend(plan.patch.iter().map(|p| p.id));
         self.skipped.extend(plan.skip.iter().map(|s| SkippedItem {
+            file: items.get(s.index - start).and_then(|i| i.file.clone()),
             line: s.line,
             title: s.title.clone(),
             id: s.id,

@@ -107,7 +107,8 @@ fn x4_push_refuses_bad_input_with_json_error_and_writes_nothing() {
     assert_eq!(ledger.export(), before);
 }
 
-/// X4: an id twice in an import of several files names both places, each with its file.
+/// X4: an id twice in an import of several files names both places, each with its file, and
+/// a skipped item of such an import names its file.
 #[test]
 fn x4_an_id_twice_across_files_names_both_files() {
     let ledger = seeded();
@@ -119,4 +120,14 @@ fn x4_an_id_twice_across_files_names_both_files() {
     let expected = format!("{b}:3: id 'T-0950' appears twice in this input: here and at {a}:2");
     assert!(run.stderr.contains(&expected), "{}", run.stderr);
     assert_eq!(ledger.export(), before);
+    // A skip of an import of several files names its file too.
+    let c = ledger.file("c1.csv", "id,title\nT-0952,alpha\n");
+    let run = ledger.run(&["import", &a, &c]).ok();
+    assert!(run.stdout.contains(&format!("skipped {c}:2: alpha: duplicate key")), "{}", run.stdout);
+    let json = ledger.run(&["import", &a, &c, "--json"]).ok().json::<serde_json::Value>();
+    assert_eq!(
+        (json["skips"][0]["file"].as_str(), json["skips"][1]["file"].as_str()),
+        (Some(a.as_str()), Some(c.as_str())),
+        "{json}"
+    );
 }
