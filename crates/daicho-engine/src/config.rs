@@ -289,7 +289,7 @@ struct RawSchedule {
     role: String,
     cron: String,
     max: Option<usize>,
-    budget: Option<String>,
+    budget: Option<toml::Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -460,8 +460,8 @@ enum RawAggregate {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPolicy {
-    max_failures: Option<u32>,
-    lease: Option<String>,
+    max_failures: Option<toml::Spanned<u32>>,
+    lease: Option<toml::Spanned<String>>,
     daily_cap: Option<u32>,
 }
 
@@ -489,7 +489,7 @@ struct RawAction {
     external: bool,
     #[serde(default)]
     heavy: bool,
-    timeout: Option<String>,
+    timeout: Option<toml::Spanned<String>>,
     #[serde(default)]
     on_success: OnSuccess,
     daily_cap: Option<u32>,
@@ -569,30 +569,26 @@ impl Config {
             line: e.span().map(|s| line_at(s.start)),
             reason: e.message().trim().to_owned(),
         })?;
-        let duration = |value: Option<&str>, default: SignedDuration, what: &str, line: Option<usize>| {
-            positive_duration(value, default, what).map_err(|reason| ConfigError {
-                file: file.to_owned(),
-                line,
-                reason,
-            })
+        // A duration's error names the line of its key, else of its table (`line`).
+        let duration = |value: &Option<toml::Spanned<String>>, default: SignedDuration, what: &str, line| {
+            let line = value.as_ref().map(|v| line_at(v.span().start)).or(line);
+            positive_duration(value.as_ref().map(|v| v.get_ref().as_str()), default, what)
+                .map_err(|reason| ConfigError { file: file.to_owned(), line, reason })
         };
         // Parked after 0 failures would park every task before it ran: refused, as
         // DAICHO_MAX_FAILURES=0 is, not quietly raised to 1.
-        if raw.policy.max_failures == Some(0) {
+        if let Some(zero) = raw.policy.max_failures.as_ref().filter(|n| *n.get_ref() == 0) {
             return Err(ConfigError {
                 file: file.to_owned(),
-                line: None,
+                line: Some(line_at(zero.span().start)),
                 reason: "policy.max_failures: 0 is not a whole number of at least 1".to_owned(),
             });
         }
         let policy = Policy {
-            failures: FailurePolicy { max_failures: raw.policy.max_failures.unwrap_or(3) },
-            lease: duration(
-                raw.policy.lease.as_deref(),
-                SignedDuration::from_mins(30),
-                "policy.lease",
-                None,
-            )?,
+            failures: FailurePolicy {
+                max_failures: raw.policy.max_failures.as_ref().map_or(3, |n| *n.get_ref()),
+            },
+            lease: duration(&raw.policy.lease, SignedDuration::from_mins(30), "policy.lease", None)?,
             daily_cap: raw.policy.daily_cap,
         };
         let mut names = HashSet::new();
@@ -645,7 +641,7 @@ impl Config {
                 }
                 other => return Err(error(format!("unknown action kind '{other}' (known: command, llm)"))),
             };
-            let timeout = duration(a.timeout.as_deref(), SignedDuration::from_mins(30), "timeout", line)?;
+            let timeout = duration(&a.timeout, SignedDuration::from_mins(30), "timeout", line)?;
             actions.push(ActionConfig {
                 spec: ActionSpec {
                     name: a.name,
@@ -693,7 +689,7 @@ impl Config {
                 return Err(error(format!("role '{role}' is scheduled twice")));
             }
             let cron = daicho_core::cron::Cron::parse(&r.cron).map_err(error)?;
-            let budget = duration(r.budget.as_deref(), SignedDuration::from_mins(30), "budget", line)?;
+            let budget = duration(&r.budget, SignedDuration::from_mins(30), "budget", line)?;
             schedules.push(ScheduleConfig { role, cron, max: r.max, budget });
         }
         let view = ViewConfig {
@@ -931,10 +927,10 @@ api_key_env = "DRAFT_KEY"
     /// environment, not quietly raised to one.
     #[test]
     fn i6_s3_max_failures_of_zero_is_refused_in_the_file() {
-        let err = Config::parse("[policy]\nmax_failures = 0\n", "daicho.toml").unwrap_err();
+        let err = Config::parse("[policy]\n\nmax_failures = 0\n", "daicho.toml").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "daicho.toml: policy.max_failures: 0 is not a whole number of at least 1"
+            "daicho.toml:3: policy.max_failures: 0 is not a whole number of at least 1"
         );
         let one = Config::parse("[policy]\nmax_failures = 1\n", "daicho.toml").unwrap();
         assert_eq!(one.policy.failures.max_failures, 1);
@@ -1033,7 +1029,12 @@ aggregate = "Fix the findings"
             ("[[action]]\nname = \"x\"\nkind = \"shell\"\n", Some(1), "unknown action kind 'shell'"),
             ("[[action]]\nname = \"x\"\nkind = \"command\"\n", Some(1), "needs command"),
             ("\n\n[[action]]\nname = \"x\"\nkind = \"llm\"\nmodel = \"m\"\n", Some(3), "needs base_url"),
-            ("[policy]\nlease = \"soon\"\n", None, "not a positive duration"),
+            ("[policy]\nlease = \"soon\"\n", Some(2), "not a positive duration"),
+            (
+                "[[action]]\nname = \"x\"\nkind = \"command\"\ncommand = [\"a\"]\n\ntimeout = \"thirty\"\n",
+                Some(6),
+                "timeout 'thirty' is not a positive duration",
+            ),
             ("[policy]\ncolour = 1\n", Some(2), "unknown field `colour`"),
             (
                 "[[action]]\nname = \"x\"\nkind = \"command\"\ncommand = [\"a\"]\nauto = \"yes\"\n",
