@@ -1213,10 +1213,44 @@ impl<S: Store + 'static> Engine<S> {
     }
 
     /// Runs a claimed task with heartbeats, records its end, pushes what it found.
+    ///
+    /// A store fault that may pass (a full disk, a write lock held past the busy timeout, a lost
+    /// connection) is waited out while the run's lease still holds, as a worker waits (S14,
+    /// D3): the run has ended, and an end given up would be counted a lost run — a failure — and
+    /// the task run again. Half a lease is left at least (`keep_lease` renewed it within a third
+    /// of one before the run ended). The operator's immediate stop ends the wait.
     async fn execute(&self, task: Task, action: &ActionConfig) -> Result<RunReport, StoreError> {
         let done = self.perform(task, action, exec).await;
-        let mut reports = self.record(vec![done]).await?;
-        reports.pop().ok_or_else(|| StoreError::backend("no report for a run"))
+        let (id, attempt) = (done.ctx.task.id, done.ctx.task.attempt);
+        let until = self.now() + self.config.policy.lease / 2;
+        let mut wait = Duration::from_millis(500);
+        loop {
+            let error = match self.record(vec![done.clone()]).await {
+                Ok(mut reports) => {
+                    return reports.pop().ok_or_else(|| StoreError::backend("no report for a run"));
+                }
+                Err(error) if error.is_retryable() => error,
+                Err(error) => return Err(error),
+            };
+            let stopped = self.stop_level() == Stop::Now;
+            if stopped || self.now() + jiff::SignedDuration::try_from(wait).unwrap_or_default() >= until {
+                let spooled = self.spool.as_ref().is_some_and(|spool| spool.has_end(id, attempt));
+                let then = match spooled {
+                    true => "it is spooled, and the next daicho on this machine records it",
+                    false => "it could not be spooled either, so the ledger will count it as a lost run",
+                };
+                return Err(StoreError::Unavailable(format!(
+                    "{id} ran, but its end could not be recorded {}: {error}; {then}",
+                    if stopped { "before the stop" } else { "while its lease held" }
+                )));
+            }
+            tracing::warn!(task = %id, attempt, "the run ended; recording its end waits for the ledger ({error}); trying again in {wait:?}");
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.wait_stop(Stop::Now) => {}
+            }
+            wait = (wait * 2).min(Duration::from_secs(10));
+        }
     }
 
     /// Runs a claimed task with `runner` while heartbeats keep its lease. The outcome is `None`

@@ -475,6 +475,29 @@ fn s14_a_worker_waits_out_a_sqlite_lock_held_past_the_busy_timeout() {
     assert_eq!((count(&lines, "start "), count(&lines, "end ")), (12, 12), "each ran once: {lines:?}");
 }
 
+/// S14, D3: a one-shot `daicho run` whose run ended while another process held the ledger's
+/// write lock past the busy timeout waits for the lock, while the run's lease holds, and records
+/// the end: exit 0, the task run once, no failure. It used to exit 75 at once, the end left to
+/// be counted as a lost run and the task run again.
+#[test]
+fn s14_a_run_waits_out_a_lock_to_record_its_end() {
+    let ledger = Ledger::new();
+    config(&ledger, "10m", "60s");
+    ledger.run(&["add", "short work", "--action", "work", "--tag", "ai"]).ok();
+    let run = spawn(&ledger, &["run", "T-0001"], &[("WORK", "1")]);
+    pid_of(&ledger, "T-0001.1.pid");
+    let mut holder = hold_lock(&ledger, Some(14));
+    let out = run.wait_with_output().unwrap();
+    holder.wait().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("recording its end waits for the ledger"), "it waited, and said so: {stderr}");
+    let task = &ledger.tasks()[0];
+    assert_eq!((task.status.as_str(), task.failures, task.attempt), ("review", 0, 1), "{task:?}");
+    let lines = ledger.log_lines();
+    assert_eq!((count(&lines, "start "), count(&lines, "end ")), (1, 1), "it ran once: {lines:?}");
+}
+
 /// S14, D3, X2: a run that finished but whose end its daicho could not record (the ledger locked,
 /// then the process killed) is recorded by the next daicho on this machine from the spool —
 /// not counted as lost, not run again — and the task it found is pushed with it.
