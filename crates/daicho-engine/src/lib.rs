@@ -1273,6 +1273,11 @@ impl<S: Store + 'static> Engine<S> {
         // engine's to read and record, no other look's.
         let held = HeldEnd::new(&self.held, (id, attempt));
         let expires = ctx.task.lease.as_ref().map_or_else(Timestamp::now, |l| l.expires_at);
+        // Room for the end, kept before the run starts: a disk that fills during the run still
+        // takes the end, which would otherwise be counted lost (S14, D3).
+        if let Some(Err(e)) = self.spool.as_ref().map(|spool| spool.reserve(id, attempt)) {
+            tracing::warn!(task = %id, attempt, "no room could be kept for the run's end: {e}");
+        }
         tracing::info!(task = %id, attempt, action = %action.spec.name, "run starts");
         let run = runner(ctx.clone(), action.clone());
         // Dropping the run kills its executor (every process of it).

@@ -37,6 +37,11 @@ use serde::{Deserialize, Serialize};
 /// How long a finish may take to commit before the spooled ends it records are synced to disk.
 pub const SYNC_AFTER: Duration = Duration::from_secs(1);
 
+/// The room kept for a run's end before the run starts ([`Spool::reserve`]), in bytes: an end
+/// of up to this size is written into blocks the file already has, so a disk that fills up
+/// during the run still takes it (S14, D3). A larger end grows the file, as any write does.
+pub const END_ROOM: usize = 64 * 1024;
+
 /// One spooled run end.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpooledEnd {
@@ -178,11 +183,39 @@ impl Spool {
         std::fs::read(self.run_base(task, attempt).with_extension("out")).unwrap_or_default()
     }
 
-    /// Removes a run's own account (its `.exit` first, so that a half-removed one is never read).
+    /// Removes a run's own account (its `.exit` first, so that a half-removed one is never read),
+    /// and the room this process kept for its end, if still unused.
     pub fn remove_run(&self, task: TaskId, attempt: u32) {
         let base = self.run_base(task, attempt);
         let _ = std::fs::remove_file(base.with_extension("exit"));
         let _ = std::fs::remove_file(base.with_extension("out"));
+        let _ = std::fs::remove_file(self.temp(task, attempt));
+    }
+
+    /// The temporary file this process writes the end of `attempt` of `task` into.
+    fn temp(&self, task: TaskId, attempt: u32) -> PathBuf {
+        self.dir.join(format!(".{task}-{attempt}.{}.tmp", std::process::id()))
+    }
+
+    /// Keeps room for the end of a run about to start: its temporary file, [`END_ROOM`] bytes
+    /// written, whose blocks [`Spool::put`] writes the end into. On a file system that
+    /// overwrites in place (ext4, XFS, tmpfs) a full disk then still takes the end; a
+    /// copy-on-write one (Btrfs, ZFS) may not. Left by a daicho that was killed, it is removed
+    /// like any temporary file ([`Spool::list`]).
+    ///
+    /// # Errors
+    ///
+    /// The file system's error (the disk is full already): the end then needs room of its own.
+    pub fn reserve(&self, task: TaskId, attempt: u32) -> std::io::Result<()> {
+        use std::io::Write as _;
+
+        std::fs::create_dir_all(&self.dir)?;
+        let temp = self.temp(task, attempt);
+        let written = std::fs::File::create(&temp).and_then(|mut file| file.write_all(&[0; END_ROOM]));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        written
     }
 
     /// Writes an end: a temporary file, renamed into place (whole or not at all). It survives a
@@ -196,9 +229,15 @@ impl Spool {
 
         std::fs::create_dir_all(&self.dir)?;
         let path = self.path(task, end.attempt);
-        let temp = self.dir.join(format!(".{task}-{}.{}.tmp", end.attempt, std::process::id()));
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(&serde_json::to_vec(end).map_err(std::io::Error::other)?)?;
+        let temp = self.temp(task, end.attempt);
+        let bytes = serde_json::to_vec(end).map_err(std::io::Error::other)?;
+        // Into the room kept before the run, when there is one: no block to find now.
+        let mut file = match std::fs::OpenOptions::new().write(true).open(&temp) {
+            Ok(room) => room,
+            Err(_) => std::fs::File::create(&temp)?,
+        };
+        file.write_all(&bytes)?;
+        file.set_len(bytes.len() as u64)?;
         drop(file);
         std::fs::rename(&temp, &path)
     }
@@ -275,6 +314,39 @@ impl Spool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// S14, D3: an end is written into the room kept for it before the run: the same file (its
+    /// inode), cut to the end's length, renamed into place; nothing else is left.
+    #[test]
+    fn s14_an_end_is_written_into_the_room_kept_before_the_run() {
+        use std::os::unix::fs::MetadataExt as _;
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spool = Spool::new(dir.path().join("spool"));
+        let id = TaskId::new(7);
+        spool.reserve(id, 2).expect("room");
+        // Held open, so that a file made anew could not take the room's inode number.
+        let held = std::fs::File::open(spool.temp(id, 2)).expect("the room");
+        let room = held.metadata().expect("its metadata");
+        assert_eq!(room.len(), END_ROOM as u64);
+        let end = SpooledEnd {
+            task: "T-0007".into(),
+            attempt: 2,
+            worker: "w".into(),
+            action: "a".into(),
+            end: SpooledOutcome::Failure { error: "exit 1".into(), timeout: false },
+        };
+        spool.put(id, &end).expect("put");
+        let written = std::fs::metadata(spool.path(id, 2)).expect("the end");
+        assert_eq!(written.ino(), room.ino(), "written into the room");
+        drop(held);
+        assert_eq!(spool.list(), (vec![end], Vec::new()));
+        assert!(!spool.temp(id, 2).exists());
+        // A room whose run had no end to spool goes with the run's account.
+        spool.reserve(id, 3).expect("room");
+        spool.remove_run(id, 3);
+        assert!(!spool.temp(id, 3).exists());
+    }
 
     /// S14: the temporary file of a write whose daicho was killed before its rename is removed
     /// when the spool is read; one whose writer lives (this process) is left to it.

@@ -345,6 +345,7 @@ async fn a_run_ending_under_a_lock(
     daicho_core::TaskId,
     rusqlite::Connection,
     tokio::task::JoinHandle<Result<daicho_engine::RunOne, daicho_store::StoreError>>,
+    tokio::sync::watch::Sender<daicho_engine::Stop>,
 ) {
     let path = dir.path().join("ledger.db");
     let options = SqliteOptions { busy_timeout: busy, ..SqliteOptions::default() };
@@ -368,7 +369,9 @@ async fn a_run_ending_under_a_lock(
     let id = store.list(ListFilter::default()).await.expect("list")[0].id;
     let spool = Spool::new(dir.path().join("spool"));
     let config = Config::parse(&config, "t.toml").expect("config");
-    let engine = Arc::new(Engine::new(Arc::clone(&store), config, None).with_spool(spool.clone()));
+    let (stop, stopped) = daicho_engine::stop_control();
+    let engine =
+        Arc::new(Engine::new(Arc::clone(&store), config, None).with_spool(spool.clone()).with_stop(stopped));
     let run = tokio::spawn({
         let engine = Arc::clone(&engine);
         async move { engine.run_task(id, false).await }
@@ -386,7 +389,7 @@ async fn a_run_ending_under_a_lock(
     std::fs::write(&go, "").expect("let the run end");
     until("the run's end is spooled", &|| spool.list().0.len() == 1);
     aged_past_sync_after(&spool, id, 1);
-    (store, engine, spool, id, lock, run)
+    (store, engine, spool, id, lock, run, stop)
 }
 
 /// S14: an end this daicho holds to record itself is left to that record by a look at the
@@ -395,7 +398,7 @@ async fn a_run_ending_under_a_lock(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s14_an_end_this_daicho_holds_is_left_to_its_own_record() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (store, engine, spool, id, lock, run) =
+    let (store, engine, spool, id, lock, run, _stop) =
         a_run_ending_under_a_lock(&dir, std::time::Duration::from_secs(10)).await;
     assert_eq!(engine.recover_spooled().await.expect("recover"), 0, "held: left to its record");
     lock.execute_batch("ROLLBACK").expect("unlock");
@@ -408,15 +411,25 @@ async fn s14_an_end_this_daicho_holds_is_left_to_its_own_record() {
 }
 
 /// S4, S14: when this daicho gives up its own record of an end (`daicho run`, or a sweep of
-/// `serve`, met the ledger locked past the busy timeout), it holds that end no more, and its
-/// next look at the spool records it: the finished run is not left for the count of lost runs.
+/// `serve`, met the ledger locked past the busy timeout, and waited for it until the operator's
+/// immediate stop or half a lease), it holds that end no more, and its next look at the spool
+/// records it: the finished run is not left for the count of lost runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s14_an_end_whose_record_this_daicho_gave_up_is_recorded_by_its_next_look() {
     let dir = tempfile::tempdir().expect("tempdir");
     let busy = std::time::Duration::from_millis(200);
-    let (store, engine, spool, id, lock, run) = a_run_ending_under_a_lock(&dir, busy).await;
+    let (store, engine, spool, id, lock, run, stop) = a_run_ending_under_a_lock(&dir, busy).await;
+    // The record waits for the lock (half a lease); the operator's immediate stop ends the wait.
+    tokio::time::sleep(busy * 3).await;
+    assert!(!run.is_finished(), "the record waits for the lock");
+    stop.send(daicho_engine::Stop::Now).expect("stop");
     let given_up = run.await.expect("joined").expect_err("the record met the lock past the busy timeout");
     assert!(given_up.is_retryable(), "{given_up}");
+    assert!(
+        given_up.to_string().contains("ran, but its end could not be recorded before the stop"),
+        "{given_up}"
+    );
+    assert!(given_up.to_string().contains("it is spooled"), "{given_up}");
     lock.execute_batch("ROLLBACK").expect("unlock");
     assert_eq!(engine.recover_spooled().await.expect("recover"), 1, "recorded by the next look");
     let row = store.get(id).await.expect("get").expect("row");
