@@ -571,7 +571,12 @@ fn s14_a_run_that_ended_while_its_daicho_was_frozen_then_killed_is_recorded_not_
     wait_for("the supervisor to keep the run's end", Duration::from_secs(10), || {
         files().iter().any(|f| f.ends_with(".exit"))
     });
-    assert_eq!(files(), ["T-0001-1.exit", "T-0001-1.out"], "no end spooled by the frozen daicho");
+    let room = format!(".T-0001-1.{}.tmp", run.id());
+    assert_eq!(
+        files(),
+        [room.as_str(), "T-0001-1.exit", "T-0001-1.out"],
+        "no end spooled by the frozen daicho, only the room kept for it before the run"
+    );
     signal_group(&run, "-KILL");
     run.wait().unwrap();
     recorded_once_by_the_next_daicho(&ledger, "found while frozen");
