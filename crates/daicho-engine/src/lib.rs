@@ -203,6 +203,15 @@ pub enum RunOne {
     Held(Held),
 }
 
+/// How a one-shot run records its end ([`Engine::execute`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Record {
+    /// Once: a store fault gives the end up to the spool (a sweep).
+    Once,
+    /// Waiting out a store fault that may pass, while the run's lease holds (`daicho run`).
+    WhileLeaseHolds,
+}
+
 /// A run done by an executor, its end not yet recorded.
 #[derive(Clone, Debug)]
 pub struct Performed {
@@ -1032,7 +1041,7 @@ impl<S: Store + 'static> Engine<S> {
                     }
                     Ok(request) => {
                         let name = request.action.clone();
-                        if let Some(run) = self.claim_and_run(request).await? {
+                        if let Some(run) = self.claim_and_run(request, Record::Once).await? {
                             *gate.runs_today.by_action.entry(name).or_insert(0) += 1;
                             gate.runs_today.total += 1;
                             report.ran.push(run);
@@ -1131,7 +1140,7 @@ impl<S: Store + 'static> Engine<S> {
             Ok(request) => request,
             Err(hold) => return held(&task, hold),
         };
-        match self.claim_and_run(request).await? {
+        match self.claim_and_run(request, Record::WhileLeaseHolds).await? {
             Some(run) => {
                 self.write_back_sources().await;
                 Ok(RunOne::Ran(run))
@@ -1184,7 +1193,11 @@ impl<S: Store + 'static> Engine<S> {
 
     /// Claims the task (S1) and, only when the claim is committed, runs it. `None` when it was
     /// not claimable (taken by another worker, changed, or paused meanwhile).
-    async fn claim_and_run(&self, request: ClaimRequest) -> Result<Option<RunReport>, StoreError> {
+    async fn claim_and_run(
+        &self,
+        request: ClaimRequest,
+        record: Record,
+    ) -> Result<Option<RunReport>, StoreError> {
         let Some(config) = self.config.action(&request.action) else {
             return Ok(None);
         };
@@ -1198,7 +1211,7 @@ impl<S: Store + 'static> Engine<S> {
             ClaimOutcome::Claimed(task) => *task,
             ClaimOutcome::NotClaimable | ClaimOutcome::Paused(_) => return Ok(None),
         };
-        Ok(Some(self.execute(claimed, config).await?))
+        Ok(Some(self.execute(claimed, config, record).await?))
     }
 
     /// Whether no process of `attempt` of task `id` (or of an earlier attempt) is left on this
@@ -1214,26 +1227,46 @@ impl<S: Store + 'static> Engine<S> {
 
     /// Runs a claimed task with heartbeats, records its end, pushes what it found.
     ///
-    /// A store fault that may pass (a full disk, a write lock held past the busy timeout, a lost
-    /// connection) is waited out while the run's lease still holds, as a worker waits (S14,
-    /// D3): the run has ended, and an end given up would be counted a lost run — a failure — and
-    /// the task run again. Half a lease is left at least (`keep_lease` renewed it within a third
-    /// of one before the run ended). The operator's immediate stop ends the wait.
-    async fn execute(&self, task: Task, action: &ActionConfig) -> Result<RunReport, StoreError> {
+    /// With [`Record::WhileLeaseHolds`] (`daicho run`) a store fault that may pass (a full disk, a
+    /// write lock held past the busy timeout, a lost connection) is waited out, with a worker's
+    /// backoff, until the run's fence (a sixth of a lease before the row's lease ends, as last
+    /// read; no wait when the row cannot be read): the run has ended, and an end given up would
+    /// be counted a lost run — a failure — and the task run again. The operator's immediate stop
+    /// ends the wait. A sweep records once ([`Record::Once`]): `serve` runs its roles one after
+    /// another, and the end given up is spooled for the next look.
+    async fn execute(
+        &self,
+        task: Task,
+        action: &ActionConfig,
+        record: Record,
+    ) -> Result<RunReport, StoreError> {
         let done = self.perform(task, action, exec).await;
         let (id, attempt) = (done.ctx.task.id, done.ctx.task.attempt);
-        let until = self.now() + self.config.policy.lease / 2;
         let mut wait = Duration::from_millis(500);
+        // Measured on the monotonic clock from the fence read once: a test clock that stands
+        // still never ends the wait.
+        let mut budget = None;
         loop {
             let error = match self.record(vec![done.clone()]).await {
                 Ok(mut reports) => {
                     return reports.pop().ok_or_else(|| StoreError::backend("no report for a run"));
                 }
-                Err(error) if error.is_retryable() => error,
+                Err(error) if error.is_retryable() && record == Record::WhileLeaseHolds => error,
                 Err(error) => return Err(error),
             };
+            if budget.is_none() {
+                let fence = match self.store.get(id).await {
+                    Ok(Some(row)) if row.attempt == attempt => row.lease.map(|lease| {
+                        daicho_core::policy::fence_at(lease.expires_at, self.config.policy.lease)
+                    }),
+                    _ => None,
+                };
+                let left = fence.and_then(|fence| Duration::try_from(fence.duration_since(self.now())).ok());
+                budget = Some((tokio::time::Instant::now(), left.unwrap_or(Duration::ZERO)));
+            }
+            let (since, left) = budget.unwrap_or((tokio::time::Instant::now(), Duration::ZERO));
             let stopped = self.stop_level() == Stop::Now;
-            if stopped || self.now() + jiff::SignedDuration::try_from(wait).unwrap_or_default() >= until {
+            if stopped || since.elapsed() + wait >= left {
                 let spooled = self.spool.as_ref().is_some_and(|spool| spool.has_end(id, attempt));
                 let then = match spooled {
                     true => "it is spooled, and the next daicho on this machine records it",
@@ -1275,8 +1308,11 @@ impl<S: Store + 'static> Engine<S> {
         let expires = ctx.task.lease.as_ref().map_or_else(Timestamp::now, |l| l.expires_at);
         // Room for the end, kept before the run starts: a disk that fills during the run still
         // takes the end, which would otherwise be counted lost (S14, D3).
-        if let Some(Err(e)) = self.spool.as_ref().map(|spool| spool.reserve(id, attempt)) {
-            tracing::warn!(task = %id, attempt, "no room could be kept for the run's end: {e}");
+        if let Some(spool) = self.spool.clone() {
+            let kept = tokio::task::spawn_blocking(move || spool.reserve(id, attempt)).await;
+            if !matches!(kept, Ok(Ok(()))) {
+                tracing::warn!(task = %id, attempt, "no room could be kept for the run's end: {kept:?}");
+            }
         }
         tracing::info!(task = %id, attempt, action = %action.spec.name, "run starts");
         let run = runner(ctx.clone(), action.clone());

@@ -39,7 +39,9 @@ pub const SYNC_AFTER: Duration = Duration::from_secs(1);
 
 /// The room kept for a run's end before the run starts ([`Spool::reserve`]), in bytes: an end
 /// of up to this size is written into blocks the file already has, so a disk that fills up
-/// during the run still takes it (S14, D3). A larger end grows the file, as any write does.
+/// during the run still takes it (S14, D3). A larger end grows the file, as any write does. The
+/// room is spaces, which a JSON reader skips after the end: an end file keeps its room's size
+/// until the ledger has recorded it.
 pub const END_ROOM: usize = 64 * 1024;
 
 /// One spooled run end.
@@ -211,7 +213,7 @@ impl Spool {
 
         std::fs::create_dir_all(&self.dir)?;
         let temp = self.temp(task, attempt);
-        let written = std::fs::File::create(&temp).and_then(|mut file| file.write_all(&[0; END_ROOM]));
+        let written = std::fs::File::create(&temp).and_then(|mut file| file.write_all(&[b' '; END_ROOM]));
         if written.is_err() {
             let _ = std::fs::remove_file(&temp);
         }
@@ -231,15 +233,20 @@ impl Spool {
         let path = self.path(task, end.attempt);
         let temp = self.temp(task, end.attempt);
         let bytes = serde_json::to_vec(end).map_err(std::io::Error::other)?;
-        // Into the room kept before the run, when there is one: no block to find now.
-        let mut file = match std::fs::OpenOptions::new().write(true).open(&temp) {
-            Ok(room) => room,
-            Err(_) => std::fs::File::create(&temp)?,
-        };
-        file.write_all(&bytes)?;
-        file.set_len(bytes.len() as u64)?;
-        drop(file);
-        std::fs::rename(&temp, &path)
+        // Into the room kept before the run, when there is one: no block to find now, and what
+        // is left of the room stays spaces after the end (never cut: that would give its blocks
+        // back before the end is safe).
+        let written = match std::fs::OpenOptions::new().write(true).open(&temp) {
+            Ok(room) => Ok(room),
+            Err(_) => std::fs::File::create(&temp),
+        }
+        .and_then(|mut file| file.write_all(&bytes))
+        .and_then(|()| std::fs::rename(&temp, &path));
+        if written.is_err() {
+            // A room too small on a full disk is given back, not left behind.
+            let _ = std::fs::remove_file(&temp);
+        }
+        written
     }
 
     /// Syncs the spooled ends of `runs` (task, attempt) to disk, and the directory that names
@@ -316,7 +323,8 @@ mod tests {
     use super::*;
 
     /// S14, D3: an end is written into the room kept for it before the run: the same file (its
-    /// inode), cut to the end's length, renamed into place; nothing else is left.
+    /// inode), still the room's size (its blocks never given back: a full disk could not give
+    /// them again), read as the end, renamed into place; nothing else is left.
     #[test]
     fn s14_an_end_is_written_into_the_room_kept_before_the_run() {
         use std::os::unix::fs::MetadataExt as _;
@@ -338,7 +346,7 @@ mod tests {
         };
         spool.put(id, &end).expect("put");
         let written = std::fs::metadata(spool.path(id, 2)).expect("the end");
-        assert_eq!(written.ino(), room.ino(), "written into the room");
+        assert_eq!((written.ino(), written.len()), (room.ino(), END_ROOM as u64), "written into the room");
         drop(held);
         assert_eq!(spool.list(), (vec![end], Vec::new()));
         assert!(!spool.temp(id, 2).exists());
