@@ -255,9 +255,9 @@ fn wire_item(wire: WireItem, line: usize, file: &str, defaults: &ItemDefaults) -
     // A JSON task names itself: an object with fields but no title (an id, a body) is a
     // producer's mistake and refused, as the CSV reader refuses a row with an id and no title; an
     // object with nothing in it is a blank line (M9) and skipped.
-    let blank = Item { line: item.line, ..Item::default() };
-    let untitled = Item { title: String::new(), ..item.clone() };
-    if item.title.trim().is_empty() && untitled != blank {
+    // Compared only for an item without a title: no copy of every item of a large push.
+    let untitled = || Item { title: String::new(), ..item.clone() };
+    if item.title.trim().is_empty() && untitled() != (Item { line: item.line, ..Item::default() }) {
         return Err(InputError::new(file, Some(line), "empty title: a task needs a \"title\""));
     }
     finish_item(item, defaults, file)
